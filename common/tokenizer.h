@@ -1,0 +1,43 @@
+// tokenizer.h: GPT-2's byte-level BPE tokenizer, encode and decode.
+//
+// Built from OpenAI's two files: encoder.json (token string -> id, 50257
+// entries, "<|endoftext|>" = 50256) and vocab.bpe (50000 merges in rank order).
+// Encoding is tiktoken's GPT-2 `encode_ordinary`: the text is split by GPT-2's
+// pre-tokenization pattern
+//     's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
+// and each piece's UTF-8 bytes are merged by BPE rank. Special tokens in the
+// text are ordinary text (never the end-of-text id).
+#ifndef TOKENIZER_H
+#define TOKENIZER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct Tokenizer Tokenizer;
+
+// A growable array of token ids.
+typedef struct {
+    int32_t *ids;
+    size_t len, cap;
+} TokenIds;
+
+void token_ids_push(TokenIds *t, int32_t id);
+void token_ids_free(TokenIds *t);
+
+// Loads and validates both files. Returns NULL with a reason in err
+// (ERR_LEN bytes) naming the file and what is wrong.
+Tokenizer *tokenizer_load(const char *encoder_json_path, const char *vocab_bpe_path, char *err);
+void tokenizer_free(Tokenizer *tok);
+
+int tokenizer_vocab_size(const Tokenizer *tok);  // 50257
+int tokenizer_eot(const Tokenizer *tok);         // the id of "<|endoftext|>"
+
+// Appends the ids of `text` (len bytes of UTF-8) to out. Invalid UTF-8 is an
+// error: returns -1 and err says at which byte offset. Returns 0 on success.
+int tokenizer_encode(const Tokenizer *tok, const char *text, size_t len, TokenIds *out, char *err);
+
+// The raw bytes of one token (not NUL-terminated); NULL for an id outside the
+// vocabulary.
+const uint8_t *tokenizer_token_bytes(const Tokenizer *tok, int id, size_t *len);
+
+#endif

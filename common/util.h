@@ -1,0 +1,56 @@
+// util.h: the small things every file needs: error messages that name the
+// culprit, checked allocation, whole-file reads and atomic writes, a seeded RNG.
+//
+// Error convention (used by every reader and parser in common/):
+//   a function that can fail on bad input returns 0 on success and -1 on
+//   failure, and writes a one-line, human-readable reason into `err`
+//   (a caller-provided buffer of ERR_LEN bytes). Reasons name the file or flag
+//   and what is wrong with it. Programs print the reason and exit(1); tests
+//   compare it. Nothing in common/ calls exit() on bad *input*; only on a
+//   programming error or out-of-memory.
+#ifndef UTIL_H
+#define UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define ERR_LEN 512
+
+// Formats a reason into err (if err is not NULL) and returns -1, so that
+// failing paths read as `return fail(err, "%s: truncated", path);`.
+int fail(char *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+// Out-of-memory and programming errors are fatal: print and exit(1).
+void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+void *xmalloc(size_t bytes);
+void *xcalloc(size_t count, size_t size);
+
+// Reads a whole file into a fresh buffer (NUL-terminated for convenience; the
+// terminator is not counted in *len). Returns NULL and sets err on failure.
+char *read_file(const char *path, size_t *len, char *err);
+
+// Atomic write: open `path`.tmp, write, then rename over `path`, so a crash
+// never leaves a half-written file under the real name.
+typedef struct {
+    FILE *fp;
+    char final_path[1024];
+    char tmp_path[1040];
+} AtomicFile;
+int atomic_open(AtomicFile *af, const char *path, char *err);
+int atomic_write(AtomicFile *af, const void *data, size_t bytes, char *err);
+int atomic_commit(AtomicFile *af, char *err);  // fclose + rename
+void atomic_abort(AtomicFile *af);             // fclose + remove the temporary
+
+// Deterministic RNG (xorshift64*), seeded per use. Not for cryptography.
+typedef struct { uint64_t state; } Rng;
+void rng_seed(Rng *rng, uint64_t seed);
+uint32_t rng_u32(Rng *rng);
+float rng_uniform(Rng *rng);              // in [0, 1)
+float rng_normal(Rng *rng);               // standard normal, Box-Muller
+uint32_t rng_below(Rng *rng, uint32_t n); // uniform in [0, n)
+
+// Wall clock in milliseconds (monotonic).
+double now_ms(void);
+
+#endif

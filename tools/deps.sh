@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# deps.sh: install the Debian/Ubuntu packages the project needs, once.
+# Run by `make deps` (and so by `make run` and `make test`). As root it runs
+# apt-get; otherwise it prints the exact command for you to run.
+set -euo pipefail
+
+# package -> a file that proves it is installed
+declare -A probe=(
+  [libcriterion-dev]=/usr/include/criterion/criterion.h
+  [libutf8proc-dev]=/usr/include/utf8proc.h
+  [curl]=/usr/bin/curl
+  [ca-certificates]=/etc/ssl/certs/ca-certificates.crt
+  [pandoc]=/usr/bin/pandoc
+)
+
+missing=()
+for pkg in "${!probe[@]}"; do
+  [ -e "${probe[$pkg]}" ] || missing+=("$pkg")
+done
+
+if ! command -v cc >/dev/null && ! command -v gcc >/dev/null; then missing+=(build-essential); fi
+
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+
+IFS=$'\n' missing=($(sort <<<"${missing[*]}")); unset IFS
+cmd="apt-get update && apt-get install -y --no-install-recommends ${missing[*]}"
+if [ "$(id -u)" -eq 0 ]; then
+  echo "deps: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+else
+  echo "deps: missing packages: ${missing[*]}" >&2
+  echo "deps: run as root:  sudo sh -c '$cmd'" >&2
+  exit 1
+fi
+
+if ! command -v nvcc >/dev/null; then
+  echo "deps: note: nvcc (the CUDA Toolkit) is not on PATH; the GPU parts need it." >&2
+fi
