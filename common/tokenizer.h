@@ -7,6 +7,11 @@
 //     's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
 // and each piece's UTF-8 bytes are merged by BPE rank. Special tokens in the
 // text are ordinary text (never the end-of-text id).
+// (common/pretokenize.h has the pattern's matcher; tools/tiktoken_reference.py
+// writes tiktoken's ids for any file, for comparison.)
+//
+// A loaded Tokenizer is never modified: several threads may encode with the
+// same one at once.
 #ifndef TOKENIZER_H
 #define TOKENIZER_H
 

@@ -1,0 +1,241 @@
+// debug_state.c: see debug_state.h.
+#include "debug_state.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util.h"
+
+// ---- the two gradient layouts ---------------------------------------------
+
+void debug_grad_sizes(const GPT2Config *cfg, size_t sizes[NUM_PARAM_TENSORS]) {
+    gpt2_param_sizes(cfg, sizes);
+    size_t unpadded = (size_t)cfg->vocab_size * cfg->channels;
+    sizes[0] = unpadded;
+    if (!cfg->tied) sizes[LM_HEAD_INDEX] = unpadded;
+}
+
+size_t debug_grads_size(const GPT2Config *cfg) {
+    size_t sizes[NUM_PARAM_TENSORS], total = 0;
+    debug_grad_sizes(cfg, sizes);
+    for (int t = 0; t < NUM_PARAM_TENSORS; t++) total += sizes[t];
+    return total;
+}
+
+// Where tensor t starts in a buffer whose tensors have these sizes.
+static size_t offset_of(const size_t sizes[NUM_PARAM_TENSORS], int t) {
+    size_t offset = 0;
+    for (int i = 0; i < t; i++) offset += sizes[i];
+    return offset;
+}
+
+void debug_grad_copy_out(const GPT2Config *cfg, const float *grads, int t, float *out) {
+    size_t debug_sizes[NUM_PARAM_TENSORS], param_sizes[NUM_PARAM_TENSORS];
+    debug_grad_sizes(cfg, debug_sizes);
+    gpt2_param_sizes(cfg, param_sizes);
+    // The padded tensor is the unpadded one followed by the padding rows.
+    memcpy(out, grads + offset_of(debug_sizes, t), debug_sizes[t] * sizeof(float));
+    memset(out + debug_sizes[t], 0, (param_sizes[t] - debug_sizes[t]) * sizeof(float));
+}
+
+void debug_grads_to_param_layout(const GPT2Config *cfg, const float *grads, float *param_grads) {
+    size_t param_sizes[NUM_PARAM_TENSORS];
+    gpt2_param_sizes(cfg, param_sizes);
+    for (int t = 0; t < NUM_PARAM_TENSORS; t++)
+        debug_grad_copy_out(cfg, grads, t, param_grads + offset_of(param_sizes, t));
+}
+
+void debug_grads_from_param_layout(const GPT2Config *cfg, const float *param_grads, float *grads) {
+    size_t debug_sizes[NUM_PARAM_TENSORS], param_sizes[NUM_PARAM_TENSORS];
+    debug_grad_sizes(cfg, debug_sizes);
+    gpt2_param_sizes(cfg, param_sizes);
+    for (int t = 0; t < NUM_PARAM_TENSORS; t++)
+        memcpy(grads + offset_of(debug_sizes, t), param_grads + offset_of(param_sizes, t),
+               debug_sizes[t] * sizeof(float));
+}
+
+// ---- checks shared by the reader and the writer ----------------------------
+
+// The file's length for a batch of B x T, or -1 if it overflows size_t (a
+// corrupt header can hold any B).
+static int expected_length(const GPT2Config *cfg, int B, int T, size_t *bytes) {
+    size_t n, logits, floats;
+    if (__builtin_mul_overflow((size_t)B, (size_t)T, &n)) return -1;
+    if (__builtin_mul_overflow(n, (size_t)cfg->vocab_size, &logits)) return -1;
+    // 2n int32 tokens + logits + loss + grads, all 4 bytes each.
+    if (__builtin_add_overflow(logits, 2 * n + 1 + debug_grads_size(cfg), &floats)) return -1;
+    if (__builtin_mul_overflow(floats, (size_t)4, bytes)) return -1;
+    return __builtin_add_overflow(*bytes, (size_t)DEBUG_STATE_HEADER_BYTES, bytes) ? -1 : 0;
+}
+
+static int check_batch_shape(const char *path, const GPT2Config *cfg, int B, int T, char *err) {
+    if (B <= 0) return fail(err, "%s: batch size B must be positive, got %d", path, B);
+    if (T <= 0) return fail(err, "%s: sequence length T must be positive, got %d", path, T);
+    if (T > cfg->max_seq_len)
+        return fail(err, "%s: sequence length T = %d exceeds the model's max_seq_len %d", path, T,
+                    cfg->max_seq_len);
+    return 0;
+}
+
+static int check_tokens(const char *path, const char *what, const int32_t *ids, size_t n, int V,
+                        char *err) {
+    for (size_t i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] >= V)
+            return fail(err, "%s: %s[%zu] is %d, outside the vocabulary [0, %d)", path, what, i,
+                        (int)ids[i], V);
+    return 0;
+}
+
+static int check_finite(const char *path, const char *what, const float *v, size_t n,
+                        char *err) {
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(v[i]))
+            return fail(err, "%s: %s has a non-finite value (%f) at element %zu", path, what, v[i],
+                        i);
+    return 0;
+}
+
+static int check_grads_finite(const char *path, const GPT2Config *cfg, const float *grads,
+                              char *err) {
+    size_t sizes[NUM_PARAM_TENSORS];
+    debug_grad_sizes(cfg, sizes);
+    char what[64];
+    for (int t = 0; t < NUM_PARAM_TENSORS; t++) {
+        snprintf(what, sizeof(what), "the gradient of %s", gpt2_param_names[t]);
+        if (check_finite(path, what, grads + offset_of(sizes, t), sizes[t], err) != 0) return -1;
+    }
+    return 0;
+}
+
+// Everything after the header: tokens in range, values finite.
+static int check_contents(const char *path, const GPT2Config *cfg, const DebugState *ds,
+                          char *err) {
+    size_t n = (size_t)ds->B * ds->T;
+    if (check_tokens(path, "x", ds->x, n, cfg->vocab_size, err) != 0) return -1;
+    if (check_tokens(path, "y", ds->y, n, cfg->vocab_size, err) != 0) return -1;
+    if (check_finite(path, "logits", ds->logits, n * cfg->vocab_size, err) != 0) return -1;
+    if (check_finite(path, "loss", &ds->loss, 1, err) != 0) return -1;
+    return check_grads_finite(path, cfg, ds->grads, err);
+}
+
+// ---- reading and writing ---------------------------------------------------
+
+int debug_state_write(const char *path, const GPT2Config *cfg, const DebugState *ds, char *err) {
+    if (check_batch_shape(path, cfg, ds->B, ds->T, err) != 0) return -1;
+    size_t want = debug_grads_size(cfg);
+    if (ds->num_grads != want)
+        return fail(err, "%s: %zu gradient values, expected %zu for this model", path,
+                    ds->num_grads, want);
+    if (check_contents(path, cfg, ds, err) != 0) return -1;
+
+    int32_t header[DEBUG_STATE_HEADER_INTS] = {0};
+    header[0] = DEBUG_STATE_MAGIC;
+    header[1] = DEBUG_STATE_VERSION;
+    header[2] = ds->B;
+    header[3] = ds->T;
+    size_t n = (size_t)ds->B * ds->T;
+
+    AtomicFile af;
+    if (atomic_open(&af, path, err) != 0) return -1;
+    if (atomic_write(&af, header, sizeof(header), err) != 0 ||
+        atomic_write(&af, ds->x, n * sizeof(int32_t), err) != 0 ||
+        atomic_write(&af, ds->y, n * sizeof(int32_t), err) != 0 ||
+        atomic_write(&af, ds->logits, n * cfg->vocab_size * sizeof(float), err) != 0 ||
+        atomic_write(&af, &ds->loss, sizeof(float), err) != 0 ||
+        atomic_write(&af, ds->grads, want * sizeof(float), err) != 0)
+        return -1;  // atomic_write has already removed the temporary
+    return atomic_commit(&af, err);
+}
+
+// Opens path, measures it and reads its header; fp is left after the header.
+static int open_with_header(const char *path, FILE **out, long *length,
+                            int32_t header[DEBUG_STATE_HEADER_INTS], char *err) {
+    FILE *fp = fopen(path, "rb");
+    if (!fp) return fail(err, "%s: cannot open: %s", path, strerror(errno));
+    *length = -1;
+    if (fseek(fp, 0, SEEK_END) == 0) *length = ftell(fp);
+    if (*length < 0 || fseek(fp, 0, SEEK_SET) != 0) {
+        fclose(fp);
+        return fail(err, "%s: cannot determine the file's length", path);
+    }
+    if (*length == 0) {
+        fclose(fp);
+        return fail(err, "%s: empty file (0 bytes), expected a %d-byte debug state header", path,
+                    DEBUG_STATE_HEADER_BYTES);
+    }
+    if (*length < DEBUG_STATE_HEADER_BYTES ||
+        fread(header, DEBUG_STATE_HEADER_BYTES, 1, fp) != 1) {
+        fclose(fp);
+        return fail(err, "%s: file is %ld bytes, shorter than the %d-byte debug state header",
+                    path, *length, DEBUG_STATE_HEADER_BYTES);
+    }
+    *out = fp;
+    return 0;
+}
+
+static int check_header(const char *path, const GPT2Config *cfg,
+                        const int32_t header[DEBUG_STATE_HEADER_INTS], long length, char *err) {
+    if (header[0] != DEBUG_STATE_MAGIC)
+        return fail(err, "%s: bad magic %d, expected %d (not a debug state)", path, header[0],
+                    DEBUG_STATE_MAGIC);
+    if (header[1] != DEBUG_STATE_VERSION)
+        return fail(err, "%s: unsupported version %d, expected %d", path, header[1],
+                    DEBUG_STATE_VERSION);
+    int B = header[2], T = header[3];
+    if (check_batch_shape(path, cfg, B, T, err) != 0) return -1;
+    size_t expected;
+    if (expected_length(cfg, B, T, &expected) != 0)
+        return fail(err, "%s: B = %d, T = %d would make the file impossibly large", path, B, T);
+    if ((size_t)length != expected)
+        return fail(err,
+                    "%s: file is %ld bytes, expected %zu for B = %d, T = %d, V = %d and %zu "
+                    "gradient values",
+                    path, length, expected, B, T, cfg->vocab_size, debug_grads_size(cfg));
+    return 0;
+}
+
+static int read_all(FILE *fp, void *dst, size_t size, size_t count) {
+    return fread(dst, size, count, fp) == count ? 0 : -1;
+}
+
+int debug_state_read(const char *path, const GPT2Config *cfg, DebugState *ds, char *err) {
+    memset(ds, 0, sizeof(*ds));
+    char why[ERR_LEN];
+    if (gpt2_config_validate(cfg, why) != 0)
+        return fail(err, "%s: bad model config: %s", path, why);
+    FILE *fp = NULL;
+    long length = 0;
+    int32_t header[DEBUG_STATE_HEADER_INTS];
+    if (open_with_header(path, &fp, &length, header, err) != 0) return -1;
+    if (check_header(path, cfg, header, length, err) != 0) {
+        fclose(fp);
+        return -1;
+    }
+    ds->B = header[2];
+    ds->T = header[3];
+    size_t n = (size_t)ds->B * ds->T;
+    ds->num_grads = debug_grads_size(cfg);
+    ds->x = xmalloc(n * sizeof(int32_t));
+    ds->y = xmalloc(n * sizeof(int32_t));
+    ds->logits = xmalloc(n * cfg->vocab_size * sizeof(float));
+    ds->grads = xmalloc(ds->num_grads * sizeof(float));
+    int bad = read_all(fp, ds->x, sizeof(int32_t), n) || read_all(fp, ds->y, sizeof(int32_t), n) ||
+              read_all(fp, ds->logits, sizeof(float), n * cfg->vocab_size) ||
+              read_all(fp, &ds->loss, sizeof(float), 1) ||
+              read_all(fp, ds->grads, sizeof(float), ds->num_grads);
+    fclose(fp);
+    int rc = bad ? fail(err, "%s: read error", path) : check_contents(path, cfg, ds, err);
+    if (rc != 0) debug_state_free(ds);
+    return rc;
+}
+
+void debug_state_free(DebugState *ds) {
+    free(ds->x);
+    free(ds->y);
+    free(ds->logits);
+    free(ds->grads);
+    memset(ds, 0, sizeof(*ds));
+}

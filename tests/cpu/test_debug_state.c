@@ -1,0 +1,403 @@
+// test_debug_state.c: llm.c's debug state round-trips (tied and untied, padded
+// and not), its gradients convert between the unpadded file layout and the
+// model's padded one, and every kind of bad file is refused with a message
+// naming the file and the problem.
+#define _POSIX_C_SOURCE 200809L  // mkdtemp, truncate, opendir
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "debug_state.h"
+#include "util.h"
+
+// ---- a fresh temporary directory per test -----------------------------------
+static char tmpdir[64];
+
+static void make_tmpdir(void) {
+    snprintf(tmpdir, sizeof(tmpdir), "/tmp/test_debug_state_XXXXXX");
+    cr_assert_not_null(mkdtemp(tmpdir), "cannot create a temporary directory");
+}
+
+static void remove_tmpdir(void) {
+    DIR *d = opendir(tmpdir);
+    if (!d) return;
+    struct dirent *e;
+    char path[1024];
+    while ((e = readdir(d)) != NULL) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+        snprintf(path, sizeof(path), "%s/%s", tmpdir, e->d_name);
+        unlink(path);
+    }
+    closedir(d);
+    rmdir(tmpdir);
+}
+
+TestSuite(debug_state, .init = make_tmpdir, .fini = remove_tmpdir);
+
+// "<tmpdir>/<name>", in one of four rotating buffers: enough for any one test.
+static const char *tmp_path(const char *name) {
+    static char paths[4][512];
+    static int next = 0;
+    char *p = paths[next++ % 4];
+    snprintf(p, 512, "%s/%s", tmpdir, name);
+    return p;
+}
+
+// ---- editing files behind the writer's back ---------------------------------
+static void patch_int32(const char *path, long index, int32_t value) {
+    FILE *fp = fopen(path, "r+b");
+    cr_assert_not_null(fp);
+    cr_assert_eq(fseek(fp, index * 4, SEEK_SET), 0);
+    cr_assert_eq(fwrite(&value, 4, 1, fp), 1);
+    fclose(fp);
+}
+
+static void append_bytes(const char *path, size_t n) {
+    FILE *fp = fopen(path, "ab");
+    cr_assert_not_null(fp);
+    for (size_t i = 0; i < n; i++) fputc(0, fp);
+    fclose(fp);
+}
+
+static long file_size(const char *path) {
+    struct stat st;
+    cr_assert_eq(stat(path, &st), 0, "%s: cannot stat", path);
+    return (long)st.st_size;
+}
+
+static void assert_same_bytes(const char *a, const char *b) {
+    size_t na, nb;
+    char err[ERR_LEN];
+    char *da = read_file(a, &na, err), *db = read_file(b, &nb, err);
+    cr_assert(da && db, "%s", err);
+    cr_assert_eq(na, nb, "%s is %zu bytes, %s is %zu", a, na, b, nb);
+    cr_assert_eq(memcmp(da, db, na), 0, "%s and %s differ", a, b);
+    free(da);
+    free(db);
+}
+
+// rc must be -1 and err must contain the path and every one of the pieces.
+static void assert_fails_with(int rc, const char *err, const char *path, const char *piece1,
+                              const char *piece2) {
+    cr_assert_eq(rc, -1, "expected a failure, got rc %d", rc);
+    cr_assert(strstr(err, path), "error \"%s\" does not name %s", err, path);
+    cr_assert(strstr(err, piece1), "error \"%s\" does not say \"%s\"", err, piece1);
+    if (piece2) cr_assert(strstr(err, piece2), "error \"%s\" does not say \"%s\"", err, piece2);
+}
+
+// ---- tiny models and batches --------------------------------------------------------
+static GPT2Config tiny_config(int tied, int padded) {
+    GPT2Config c = {.max_seq_len = 8, .vocab_size = 60, .padded_vocab_size = padded ? 64 : 60,
+                    .num_layers = 2, .num_heads = 2, .channels = 8, .tied = tied};
+    return c;
+}
+
+enum { B = 2, T = 4 };
+
+// A state with made-up but valid contents; release with debug_state_free.
+static DebugState make_state(const GPT2Config *cfg, uint64_t seed) {
+    DebugState ds = {.B = B, .T = T, .loss = 3.25f};
+    size_t n = B * T, V = cfg->vocab_size;
+    Rng rng;
+    rng_seed(&rng, seed);
+    ds.x = xmalloc(n * sizeof(int32_t));
+    ds.y = xmalloc(n * sizeof(int32_t));
+    for (size_t i = 0; i < n; i++) {
+        ds.x[i] = (int32_t)rng_below(&rng, V);
+        ds.y[i] = (int32_t)rng_below(&rng, V);
+    }
+    ds.logits = xmalloc(n * V * sizeof(float));
+    for (size_t i = 0; i < n * V; i++) ds.logits[i] = rng_normal(&rng);
+    ds.num_grads = debug_grads_size(cfg);
+    ds.grads = xmalloc(ds.num_grads * sizeof(float));
+    for (size_t i = 0; i < ds.num_grads; i++) ds.grads[i] = rng_normal(&rng);
+    return ds;
+}
+
+static const char *write_good_state(const GPT2Config *cfg) {
+    DebugState ds = make_state(cfg, 11);
+    const char *path = tmp_path("state.bin");
+    char err[ERR_LEN];
+    cr_assert_eq(debug_state_write(path, cfg, &ds, err), 0, "%s", err);
+    debug_state_free(&ds);
+    return path;
+}
+
+// Where each part starts in the file, in int32/float units.
+static long x_at(void) { return DEBUG_STATE_HEADER_INTS; }
+static long y_at(void) { return x_at() + B * T; }
+static long logits_at(void) { return y_at() + B * T; }
+static long loss_at(const GPT2Config *cfg) { return logits_at() + B * T * cfg->vocab_size; }
+static long grads_at(const GPT2Config *cfg) { return loss_at(cfg) + 1; }
+
+static void patch_float(const char *path, long index, float value) {
+    FILE *fp = fopen(path, "r+b");
+    cr_assert_not_null(fp);
+    cr_assert_eq(fseek(fp, index * 4, SEEK_SET), 0);
+    cr_assert_eq(fwrite(&value, 4, 1, fp), 1);
+    fclose(fp);
+}
+
+static int read_state(const char *path, const GPT2Config *cfg, char *err) {
+    DebugState ds;
+    int rc = debug_state_read(path, cfg, &ds, err);
+    if (rc != 0)
+        cr_assert(ds.x == NULL && ds.y == NULL && ds.logits == NULL && ds.grads == NULL,
+                  "a failed read must leave the state empty");
+    debug_state_free(&ds);
+    return rc;
+}
+
+// ---- round trips ------------------------------------------------------------------
+static void check_round_trip(int tied, int padded) {
+    GPT2Config cfg = tiny_config(tied, padded);
+    DebugState ds = make_state(&cfg, 5);
+    const char *path = tmp_path("state.bin");
+    char err[ERR_LEN];
+    cr_assert_eq(debug_state_write(path, &cfg, &ds, err), 0, "%s", err);
+    cr_assert_eq(file_size(path), 4 * (grads_at(&cfg) + (long)ds.num_grads));
+
+    DebugState got;
+    cr_assert_eq(debug_state_read(path, &cfg, &got, err), 0, "%s", err);
+    size_t n = B * T, V = cfg.vocab_size;
+    cr_assert_eq(got.B, B);
+    cr_assert_eq(got.T, T);
+    cr_assert_eq(memcmp(got.x, ds.x, n * sizeof(int32_t)), 0);
+    cr_assert_eq(memcmp(got.y, ds.y, n * sizeof(int32_t)), 0);
+    cr_assert_eq(memcmp(got.logits, ds.logits, n * V * sizeof(float)), 0);
+    cr_assert_eq(got.loss, ds.loss);
+    cr_assert_eq(got.num_grads, ds.num_grads);
+    cr_assert_eq(memcmp(got.grads, ds.grads, ds.num_grads * sizeof(float)), 0);
+
+    const char *again = tmp_path("again.bin");
+    cr_assert_eq(debug_state_write(again, &cfg, &got, err), 0, "%s", err);
+    assert_same_bytes(path, again);
+    debug_state_free(&ds);
+    debug_state_free(&got);
+}
+
+Test(debug_state, round_trip_tied_unpadded) { check_round_trip(1, 0); }
+Test(debug_state, round_trip_tied_padded) { check_round_trip(1, 1); }
+Test(debug_state, round_trip_untied_unpadded) { check_round_trip(0, 0); }
+Test(debug_state, round_trip_untied_padded) { check_round_trip(0, 1); }
+
+Test(debug_state, header_is_llm_c_s) {
+    GPT2Config cfg = tiny_config(1, 1);
+    const char *path = write_good_state(&cfg);
+    size_t len;
+    char err[ERR_LEN];
+    int32_t *h = (int32_t *)read_file(path, &len, err);
+    cr_assert_not_null(h, "%s", err);
+    cr_assert_eq(h[0], 20240327);
+    cr_assert_eq(h[1], 2);
+    cr_assert_eq(h[2], B);
+    cr_assert_eq(h[3], T);
+    for (int i = 4; i < DEBUG_STATE_HEADER_INTS; i++) cr_assert_eq(h[i], 0, "header[%d]", i);
+    free(h);
+}
+
+// ---- the two gradient layouts ---------------------------------------------------
+Test(debug_state, gradients_have_unpadded_vocabulary_rows) {
+    size_t C = 8, pad_rows = 64 - 60;
+    GPT2Config cfg = tiny_config(0, 1);
+    cr_assert_eq(debug_grads_size(&cfg), gpt2_num_params(&cfg) - 2 * pad_rows * C);
+    cfg = tiny_config(1, 1);
+    cr_assert_eq(debug_grads_size(&cfg), gpt2_num_params(&cfg) - pad_rows * C);
+    cfg = tiny_config(0, 0);
+    cr_assert_eq(debug_grads_size(&cfg), gpt2_num_params(&cfg));
+    size_t sizes[NUM_PARAM_TENSORS];
+    cfg = tiny_config(0, 1);
+    debug_grad_sizes(&cfg, sizes);
+    cr_assert_eq(sizes[0], 60 * C);
+    cr_assert_eq(sizes[LM_HEAD_INDEX], 60 * C);
+    cr_assert_eq(sizes[1], 8 * C);
+}
+
+Test(debug_state, layouts_convert_both_ways) {
+    for (int tied = 0; tied <= 1; tied++) {
+        GPT2Config cfg = tiny_config(tied, 1);
+        DebugState ds = make_state(&cfg, 9);
+        size_t np = gpt2_num_params(&cfg), C = cfg.channels, V = cfg.vocab_size;
+        float *padded = xmalloc(np * sizeof(float));
+        debug_grads_to_param_layout(&cfg, ds.grads, padded);
+
+        size_t psizes[NUM_PARAM_TENSORS], dsizes[NUM_PARAM_TENSORS];
+        gpt2_param_sizes(&cfg, psizes);
+        debug_grad_sizes(&cfg, dsizes);
+        // wte: the first V rows, then zeros; wpe right after the padding rows.
+        cr_assert_eq(memcmp(padded, ds.grads, V * C * sizeof(float)), 0);
+        for (size_t i = V * C; i < psizes[0]; i++) cr_assert_eq(padded[i], 0.0f, "wte pad %zu", i);
+        cr_assert_eq(padded[psizes[0]], ds.grads[dsizes[0]], "wpe's first element");
+        if (!tied) {
+            size_t p_head = np - psizes[LM_HEAD_INDEX];
+            size_t d_head = ds.num_grads - dsizes[LM_HEAD_INDEX];
+            cr_assert_eq(memcmp(padded + p_head, ds.grads + d_head, V * C * sizeof(float)), 0);
+            for (size_t i = p_head + V * C; i < np; i++) cr_assert_eq(padded[i], 0.0f);
+        }
+
+        float *back = xmalloc(ds.num_grads * sizeof(float));
+        debug_grads_from_param_layout(&cfg, padded, back);
+        cr_assert_eq(memcmp(back, ds.grads, ds.num_grads * sizeof(float)), 0);
+
+        // One tensor at a time gives the same as the whole buffer.
+        size_t offset = 0;
+        for (int t = 0; t < NUM_PARAM_TENSORS; t++) {
+            float *one = xmalloc((psizes[t] + 1) * sizeof(float));
+            debug_grad_copy_out(&cfg, ds.grads, t, one);
+            cr_assert_eq(memcmp(one, padded + offset, psizes[t] * sizeof(float)), 0,
+                         "tensor %d", t);
+            offset += psizes[t];
+            free(one);
+        }
+        free(back);
+        free(padded);
+        debug_state_free(&ds);
+    }
+}
+
+// ---- the reader refuses bad files -----------------------------------------------
+Test(debug_state, wrong_magic) {
+    GPT2Config cfg = tiny_config(0, 1);
+    const char *path = write_good_state(&cfg);
+    patch_int32(path, 0, 20240326);
+    char err[ERR_LEN];
+    assert_fails_with(read_state(path, &cfg, err), err, path, "bad magic 20240326",
+                      "expected 20240327");
+}
+
+Test(debug_state, wrong_version) {
+    GPT2Config cfg = tiny_config(0, 1);
+    const char *path = write_good_state(&cfg);
+    patch_int32(path, 1, 1);
+    char err[ERR_LEN];
+    assert_fails_with(read_state(path, &cfg, err), err, path, "unsupported version 1",
+                      "expected 2");
+}
+
+Test(debug_state, batch_shape_must_be_positive_and_fit_the_model) {
+    GPT2Config cfg = tiny_config(0, 1);
+    const char *path = write_good_state(&cfg);
+    char err[ERR_LEN];
+    patch_int32(path, 2, 0);
+    assert_fails_with(read_state(path, &cfg, err), err, path, "B must be positive", "got 0");
+    patch_int32(path, 2, B);
+    patch_int32(path, 3, -4);
+    assert_fails_with(read_state(path, &cfg, err), err, path, "T must be positive", "got -4");
+    patch_int32(path, 3, 9);
+    assert_fails_with(read_state(path, &cfg, err), err, path, "T = 9", "max_seq_len 8");
+}
+
+Test(debug_state, a_huge_batch_in_the_header_is_a_length_error) {
+    GPT2Config cfg = tiny_config(0, 1);
+    const char *path = write_good_state(&cfg);
+    patch_int32(path, 2, 2147483647);
+    char err[ERR_LEN];
+    assert_fails_with(read_state(path, &cfg, err), err, path, "expected", "B = 2147483647");
+}
+
+Test(debug_state, truncated_file) {
+    GPT2Config cfg = tiny_config(0, 1);
+    const char *path = write_good_state(&cfg);
+    long full = file_size(path);
+    cr_assert_eq(truncate(path, full - 1), 0);
+    char want_actual[64], want_expected[64];
+    snprintf(want_actual, sizeof(want_actual), "file is %ld bytes", full - 1);
+    snprintf(want_expected, sizeof(want_expected), "expected %ld", full);
+    char err[ERR_LEN];
+    assert_fails_with(read_state(path, &cfg, err), err, path, want_actual, want_expected);
+}
+
+Test(debug_state, file_shorter_than_the_header) {
+    GPT2Config cfg = tiny_config(0, 1);
+    const char *path = write_good_state(&cfg);
+    cr_assert_eq(truncate(path, 8), 0);
+    char err[ERR_LEN];
+    assert_fails_with(read_state(path, &cfg, err), err, path, "8 bytes",
+                      "shorter than the 1024-byte");
+}
+
+Test(debug_state, empty_file) {
+    GPT2Config cfg = tiny_config(0, 1);
+    const char *path = tmp_path("empty.bin");
+    FILE *fp = fopen(path, "wb");
+    cr_assert_not_null(fp);
+    fclose(fp);
+    char err[ERR_LEN];
+    assert_fails_with(read_state(path, &cfg, err), err, path, "empty file", NULL);
+}
+
+Test(debug_state, missing_file) {
+    GPT2Config cfg = tiny_config(0, 1);
+    const char *path = tmp_path("no_such_state.bin");
+    char err[ERR_LEN];
+    assert_fails_with(read_state(path, &cfg, err), err, path, "cannot open", NULL);
+}
+
+Test(debug_state, extra_trailing_bytes) {
+    GPT2Config cfg = tiny_config(1, 0);
+    const char *path = write_good_state(&cfg);
+    long full = file_size(path);
+    append_bytes(path, 4);
+    char want_actual[64], want_expected[64];
+    snprintf(want_actual, sizeof(want_actual), "file is %ld bytes", full + 4);
+    snprintf(want_expected, sizeof(want_expected), "expected %ld", full);
+    char err[ERR_LEN];
+    assert_fails_with(read_state(path, &cfg, err), err, path, want_actual, want_expected);
+}
+
+Test(debug_state, a_model_of_another_shape_is_a_length_error) {
+    GPT2Config cfg = tiny_config(0, 1);
+    const char *path = write_good_state(&cfg);
+    GPT2Config tied = tiny_config(1, 1);
+    char err[ERR_LEN];
+    assert_fails_with(read_state(path, &tied, err), err, path, "expected", "gradient values");
+}
+
+Test(debug_state, token_outside_the_vocabulary) {
+    GPT2Config cfg = tiny_config(0, 1);
+    const char *path = write_good_state(&cfg);
+    char err[ERR_LEN];
+    patch_int32(path, x_at() + 3, 60);  // V = 60: padding ids are not real tokens
+    assert_fails_with(read_state(path, &cfg, err), err, path, "x[3] is 60", "[0, 60)");
+    patch_int32(path, x_at() + 3, 0);
+    patch_int32(path, y_at() + 5, -1);
+    assert_fails_with(read_state(path, &cfg, err), err, path, "y[5] is -1", NULL);
+}
+
+Test(debug_state, non_finite_values_are_named) {
+    GPT2Config cfg = tiny_config(0, 1);
+    const char *path = write_good_state(&cfg);
+    char err[ERR_LEN];
+    patch_float(path, logits_at() + 10, NAN);
+    assert_fails_with(read_state(path, &cfg, err), err, path, "logits", "element 10");
+    patch_float(path, logits_at() + 10, 0);
+    patch_float(path, loss_at(&cfg), INFINITY);
+    assert_fails_with(read_state(path, &cfg, err), err, path, "loss", "non-finite");
+    patch_float(path, loss_at(&cfg), 1);
+    size_t sizes[NUM_PARAM_TENSORS];
+    debug_grad_sizes(&cfg, sizes);
+    patch_float(path, grads_at(&cfg) + (long)(sizes[0] + sizes[1] + 2), NAN);
+    assert_fails_with(read_state(path, &cfg, err), err, path, "gradient of ln1w", "element 2");
+}
+
+// ---- the writer refuses what it could not read back -----------------------------
+Test(debug_state, writer_checks_its_input) {
+    GPT2Config cfg = tiny_config(0, 1);
+    DebugState ds = make_state(&cfg, 3);
+    const char *path = tmp_path("bad.bin");
+    char err[ERR_LEN];
+    ds.num_grads--;
+    assert_fails_with(debug_state_write(path, &cfg, &ds, err), err, path, "gradient values",
+                      "expected");
+    ds.num_grads++;
+    ds.y[1] = 60;
+    assert_fails_with(debug_state_write(path, &cfg, &ds, err), err, path, "y[1] is 60", NULL);
+    cr_assert_neq(access(path, F_OK), 0, "a refused state must not be written");
+    debug_state_free(&ds);
+    debug_state_free(&ds);  // freeing twice is safe
+}
