@@ -1,14 +1,15 @@
 // checkpoint.c: see checkpoint.h.
 #include "checkpoint.h"
 
-#include <errno.h>
 #include <math.h>
 #include <stdint.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "binfile.h"
 #include "util.h"
+
+_Static_assert(CHECKPOINT_HEADER_INTS == BINFILE_HEADER_INTS, "checkpoint.h and binfile.h agree");
 
 static void header_from_config(const GPT2Config *cfg, int32_t header[CHECKPOINT_HEADER_INTS]) {
     memset(header, 0, CHECKPOINT_HEADER_BYTES);
@@ -43,44 +44,14 @@ int checkpoint_write(const char *path, const GPT2Config *cfg, const float *param
     header_from_config(cfg, header);
 
     AtomicFile af;
-    if (atomic_open(&af, path, err) != 0) return -1;
-    if (atomic_write(&af, header, sizeof(header), err) != 0) return -1;
+    if (binfile_create(&af, path, header, err) != 0) return -1;
     if (atomic_write(&af, params, gpt2_num_params(cfg) * sizeof(float), err) != 0) return -1;
     return atomic_commit(&af, err);
 }
 
-// Opens path, measures it and reads its header. On success fp is left at the
-// first parameter.
-static int open_with_header(const char *path, FILE **out, long *length,
-                            int32_t header[CHECKPOINT_HEADER_INTS], char *err) {
-    FILE *fp = fopen(path, "rb");
-    if (!fp) return fail(err, "%s: cannot open: %s", path, strerror(errno));
-    *length = -1;
-    if (fseek(fp, 0, SEEK_END) == 0) *length = ftell(fp);
-    if (*length < 0 || fseek(fp, 0, SEEK_SET) != 0) {
-        fclose(fp);
-        return fail(err, "%s: cannot determine the file's length", path);
-    }
-    if (*length == 0) {
-        fclose(fp);
-        return fail(err, "%s: empty file (0 bytes), expected a %d-byte checkpoint header", path,
-                    CHECKPOINT_HEADER_BYTES);
-    }
-    if (*length < CHECKPOINT_HEADER_BYTES || fread(header, CHECKPOINT_HEADER_BYTES, 1, fp) != 1) {
-        fclose(fp);
-        return fail(err, "%s: file is %ld bytes, shorter than the %d-byte checkpoint header",
-                    path, *length, CHECKPOINT_HEADER_BYTES);
-    }
-    *out = fp;
-    return 0;
-}
-
-// Everything the header alone can tell us: magic, version, flag, config.
+// Everything the header alone can tell us beyond the magic: version, flag, config.
 static int check_header(const char *path, const int32_t header[CHECKPOINT_HEADER_INTS],
                         GPT2Config *cfg, char *err) {
-    if (header[0] != CHECKPOINT_MAGIC)
-        return fail(err, "%s: bad magic %d, expected %d (not a model checkpoint)", path,
-                    header[0], CHECKPOINT_MAGIC);
     if (header[1] == CHECKPOINT_VERSION_BF16)
         return fail(err,
                     "%s: version %d (bf16 parameters) is not supported yet, expected %d (fp32)",
@@ -112,32 +83,32 @@ static int check_finite(const char *path, const GPT2Config *cfg, const float *pa
     return 0;
 }
 
+// Opens path and checks all but the parameters' values: the header and the
+// file's exact length. On success f is at the first parameter.
+static int open_checkpoint(const char *path, BinFile *f, GPT2Config *cfg, char *err) {
+    int32_t header[CHECKPOINT_HEADER_INTS];
+    if (binfile_open(f, path, header, CHECKPOINT_MAGIC, "model checkpoint", err) != 0) return -1;
+    int rc = check_header(path, header, cfg, err);
+    if (rc == 0) {
+        size_t n = gpt2_num_params(cfg);
+        rc = binfile_expect_length(f, CHECKPOINT_HEADER_BYTES + n * sizeof(float), err,
+                                   "(header + %zu fp32 parameters)", n);
+    }
+    if (rc != 0) binfile_close(f);
+    return rc;
+}
+
 int checkpoint_read(const char *path, GPT2Config *cfg, float **params, char *err) {
     *params = NULL;
-    FILE *fp = NULL;
-    long length = 0;
-    int32_t header[CHECKPOINT_HEADER_INTS];
-    if (open_with_header(path, &fp, &length, header, err) != 0) return -1;
+    BinFile f;
     GPT2Config got;
-    if (check_header(path, header, &got, err) != 0) {
-        fclose(fp);
-        return -1;
-    }
+    if (open_checkpoint(path, &f, &got, err) != 0) return -1;
     size_t n = gpt2_num_params(&got);
-    size_t expected = CHECKPOINT_HEADER_BYTES + n * sizeof(float);
-    if ((size_t)length != expected) {
-        fclose(fp);
-        return fail(err, "%s: file is %ld bytes, expected %zu (header + %zu fp32 parameters)",
-                    path, length, expected, n);
-    }
     float *buf = xmalloc(n * sizeof(float));
-    size_t read = fread(buf, sizeof(float), n, fp);
-    fclose(fp);
-    if (read != n) {
-        free(buf);
-        return fail(err, "%s: read %zu of %zu parameters (read error)", path, read, n);
-    }
-    if (check_finite(path, &got, buf, err) != 0) {
+    int rc = binfile_read(&f, buf, sizeof(float), n, "parameters", err);
+    binfile_close(&f);
+    if (rc == 0) rc = check_finite(path, &got, buf, err);
+    if (rc != 0) {
         free(buf);
         return -1;
     }

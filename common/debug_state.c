@@ -1,13 +1,16 @@
 // debug_state.c: see debug_state.h.
 #include "debug_state.h"
 
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "binfile.h"
 #include "util.h"
+
+_Static_assert(DEBUG_STATE_HEADER_INTS == BINFILE_HEADER_INTS,
+               "debug_state.h and binfile.h agree");
 
 // ---- the two gradient layouts ---------------------------------------------
 
@@ -139,66 +142,32 @@ int debug_state_write(const char *path, const GPT2Config *cfg, const DebugState 
     size_t n = (size_t)ds->B * ds->T;
 
     AtomicFile af;
-    if (atomic_open(&af, path, err) != 0) return -1;
-    if (atomic_write(&af, header, sizeof(header), err) != 0 ||
+    if (binfile_create(&af, path, header, err) != 0 ||
         atomic_write(&af, ds->x, n * sizeof(int32_t), err) != 0 ||
         atomic_write(&af, ds->y, n * sizeof(int32_t), err) != 0 ||
         atomic_write(&af, ds->logits, n * cfg->vocab_size * sizeof(float), err) != 0 ||
         atomic_write(&af, &ds->loss, sizeof(float), err) != 0 ||
         atomic_write(&af, ds->grads, want * sizeof(float), err) != 0)
-        return -1;  // atomic_write has already removed the temporary
+        return -1;  // a failed write has already removed the temporary
     return atomic_commit(&af, err);
 }
 
-// Opens path, measures it and reads its header; fp is left after the header.
-static int open_with_header(const char *path, FILE **out, long *length,
-                            int32_t header[DEBUG_STATE_HEADER_INTS], char *err) {
-    FILE *fp = fopen(path, "rb");
-    if (!fp) return fail(err, "%s: cannot open: %s", path, strerror(errno));
-    *length = -1;
-    if (fseek(fp, 0, SEEK_END) == 0) *length = ftell(fp);
-    if (*length < 0 || fseek(fp, 0, SEEK_SET) != 0) {
-        fclose(fp);
-        return fail(err, "%s: cannot determine the file's length", path);
-    }
-    if (*length == 0) {
-        fclose(fp);
-        return fail(err, "%s: empty file (0 bytes), expected a %d-byte debug state header", path,
-                    DEBUG_STATE_HEADER_BYTES);
-    }
-    if (*length < DEBUG_STATE_HEADER_BYTES ||
-        fread(header, DEBUG_STATE_HEADER_BYTES, 1, fp) != 1) {
-        fclose(fp);
-        return fail(err, "%s: file is %ld bytes, shorter than the %d-byte debug state header",
-                    path, *length, DEBUG_STATE_HEADER_BYTES);
-    }
-    *out = fp;
-    return 0;
-}
-
-static int check_header(const char *path, const GPT2Config *cfg,
-                        const int32_t header[DEBUG_STATE_HEADER_INTS], long length, char *err) {
-    if (header[0] != DEBUG_STATE_MAGIC)
-        return fail(err, "%s: bad magic %d, expected %d (not a debug state)", path, header[0],
-                    DEBUG_STATE_MAGIC);
+// Everything the header tells us beyond the magic: version, batch shape, and
+// so the file's exact length.
+static int check_header(BinFile *f, const GPT2Config *cfg,
+                        const int32_t header[DEBUG_STATE_HEADER_INTS], char *err) {
     if (header[1] != DEBUG_STATE_VERSION)
-        return fail(err, "%s: unsupported version %d, expected %d", path, header[1],
+        return fail(err, "%s: unsupported version %d, expected %d", f->path, header[1],
                     DEBUG_STATE_VERSION);
     int B = header[2], T = header[3];
-    if (check_batch_shape(path, cfg, B, T, err) != 0) return -1;
+    if (check_batch_shape(f->path, cfg, B, T, err) != 0) return -1;
     size_t expected;
     if (expected_length(cfg, B, T, &expected) != 0)
-        return fail(err, "%s: B = %d, T = %d would make the file impossibly large", path, B, T);
-    if ((size_t)length != expected)
-        return fail(err,
-                    "%s: file is %ld bytes, expected %zu for B = %d, T = %d, V = %d and %zu "
-                    "gradient values",
-                    path, length, expected, B, T, cfg->vocab_size, debug_grads_size(cfg));
-    return 0;
-}
-
-static int read_all(FILE *fp, void *dst, size_t size, size_t count) {
-    return fread(dst, size, count, fp) == count ? 0 : -1;
+        return fail(err, "%s: B = %d, T = %d would make the file impossibly large", f->path, B,
+                    T);
+    return binfile_expect_length(f, expected, err,
+                                 "for B = %d, T = %d, V = %d and %zu gradient values", B, T,
+                                 cfg->vocab_size, debug_grads_size(cfg));
 }
 
 int debug_state_read(const char *path, const GPT2Config *cfg, DebugState *ds, char *err) {
@@ -206,28 +175,28 @@ int debug_state_read(const char *path, const GPT2Config *cfg, DebugState *ds, ch
     char why[ERR_LEN];
     if (gpt2_config_validate(cfg, why) != 0)
         return fail(err, "%s: bad model config: %s", path, why);
-    FILE *fp = NULL;
-    long length = 0;
+    BinFile f;
     int32_t header[DEBUG_STATE_HEADER_INTS];
-    if (open_with_header(path, &fp, &length, header, err) != 0) return -1;
-    if (check_header(path, cfg, header, length, err) != 0) {
-        fclose(fp);
+    if (binfile_open(&f, path, header, DEBUG_STATE_MAGIC, "debug state", err) != 0) return -1;
+    if (check_header(&f, cfg, header, err) != 0) {
+        binfile_close(&f);
         return -1;
     }
     ds->B = header[2];
     ds->T = header[3];
-    size_t n = (size_t)ds->B * ds->T;
+    size_t n = (size_t)ds->B * ds->T, V = cfg->vocab_size;
     ds->num_grads = debug_grads_size(cfg);
     ds->x = xmalloc(n * sizeof(int32_t));
     ds->y = xmalloc(n * sizeof(int32_t));
-    ds->logits = xmalloc(n * cfg->vocab_size * sizeof(float));
+    ds->logits = xmalloc(n * V * sizeof(float));
     ds->grads = xmalloc(ds->num_grads * sizeof(float));
-    int bad = read_all(fp, ds->x, sizeof(int32_t), n) || read_all(fp, ds->y, sizeof(int32_t), n) ||
-              read_all(fp, ds->logits, sizeof(float), n * cfg->vocab_size) ||
-              read_all(fp, &ds->loss, sizeof(float), 1) ||
-              read_all(fp, ds->grads, sizeof(float), ds->num_grads);
-    fclose(fp);
-    int rc = bad ? fail(err, "%s: read error", path) : check_contents(path, cfg, ds, err);
+    int rc = binfile_read(&f, ds->x, sizeof(int32_t), n, "inputs", err);
+    if (rc == 0) rc = binfile_read(&f, ds->y, sizeof(int32_t), n, "targets", err);
+    if (rc == 0) rc = binfile_read(&f, ds->logits, sizeof(float), n * V, "logits", err);
+    if (rc == 0) rc = binfile_read(&f, &ds->loss, sizeof(float), 1, "loss values", err);
+    if (rc == 0) rc = binfile_read(&f, ds->grads, sizeof(float), ds->num_grads, "gradients", err);
+    binfile_close(&f);
+    if (rc == 0) rc = check_contents(path, cfg, ds, err);
     if (rc != 0) debug_state_free(ds);
     return rc;
 }

@@ -1,12 +1,12 @@
 // shard.c: see shard.h.
 #include "shard.h"
 
-#include <errno.h>
-#include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
+#include "binfile.h"
 #include "util.h"
+
+_Static_assert(SHARD_HEADER_INTS == BINFILE_HEADER_INTS, "shard.h and binfile.h agree");
 
 int shard_write(const char *path, const int32_t *tokens, size_t n, char *err) {
     if (n > INT32_MAX)
@@ -26,61 +26,39 @@ int shard_write(const char *path, const int32_t *tokens, size_t n, char *err) {
     header[2] = (int32_t)n;
 
     AtomicFile af;
-    int rc = atomic_open(&af, path, err);
-    if (rc == 0) rc = atomic_write(&af, header, sizeof(header), err);
+    int rc = binfile_create(&af, path, header, err);
     if (rc == 0) rc = atomic_write(&af, narrow, n * sizeof(uint16_t), err);
     if (rc == 0) rc = atomic_commit(&af, err);
     free(narrow);
     return rc;
 }
 
-// Opens path and checks its header; on success leaves fp positioned at the
-// first token. The length check comes before anything is allocated, so a
-// corrupt count can never make us allocate a huge buffer.
-static int open_and_check(const char *path, FILE **out, size_t *n, char *err) {
-    FILE *fp = fopen(path, "rb");
-    if (!fp) return fail(err, "%s: cannot open: %s", path, strerror(errno));
-    long length = -1;
-    if (fseek(fp, 0, SEEK_END) == 0) length = ftell(fp);
-    if (length < 0 || fseek(fp, 0, SEEK_SET) != 0) {
-        fclose(fp);
-        return fail(err, "%s: cannot determine the file's length", path);
-    }
-    if (length == 0) {
-        fclose(fp);
-        return fail(err, "%s: empty file (0 bytes), expected a %d-byte shard header", path,
-                    SHARD_HEADER_BYTES);
-    }
+// Opens path and checks its header and length; on success f is at the first
+// token. The length check comes before anything is allocated, so a corrupt
+// count can never make us allocate a huge buffer.
+static int open_shard(const char *path, BinFile *f, size_t *n, char *err) {
     int32_t header[SHARD_HEADER_INTS];
-    if (length < SHARD_HEADER_BYTES || fread(header, sizeof(header), 1, fp) != 1) {
-        fclose(fp);
-        return fail(err, "%s: file is %ld bytes, shorter than the %d-byte shard header", path,
-                    length, SHARD_HEADER_BYTES);
-    }
-    int rc = 0;
-    if (header[0] != SHARD_MAGIC)
-        rc = fail(err, "%s: bad magic %d, expected %d (not a token shard)", path, header[0],
-                  SHARD_MAGIC);
-    else if (header[1] != SHARD_VERSION)
+    if (binfile_open(f, path, header, SHARD_MAGIC, "token shard", err) != 0) return -1;
+    int rc;
+    if (header[1] != SHARD_VERSION)
         rc = fail(err, "%s: unsupported version %d, expected %d", path, header[1], SHARD_VERSION);
     else if (header[2] < 0)
         rc = fail(err, "%s: negative token count %d in the header", path, header[2]);
-    else if ((size_t)length != SHARD_HEADER_BYTES + 2 * (size_t)header[2])
-        rc = fail(err, "%s: file is %ld bytes, expected %zu (header + %d uint16 tokens)", path,
-                  length, SHARD_HEADER_BYTES + 2 * (size_t)header[2], header[2]);
+    else
+        rc = binfile_expect_length(f, SHARD_HEADER_BYTES + 2 * (size_t)header[2], err,
+                                   "(header + %d uint16 tokens)", header[2]);
     if (rc != 0) {
-        fclose(fp);
+        binfile_close(f);
         return rc;
     }
-    *out = fp;
     *n = (size_t)header[2];
     return 0;
 }
 
 int shard_read_header(const char *path, size_t *n, char *err) {
-    FILE *fp = NULL;
-    if (open_and_check(path, &fp, n, err) != 0) return -1;
-    fclose(fp);
+    BinFile f;
+    if (open_shard(path, &f, n, err) != 0) return -1;
+    binfile_close(&f);
     return 0;
 }
 
@@ -94,15 +72,15 @@ static size_t first_out_of_vocab(const uint16_t *tokens, size_t n, int vocab_siz
 int shard_read(const char *path, int vocab_size, uint16_t **tokens, size_t *n, char *err) {
     *tokens = NULL;
     *n = 0;
-    FILE *fp = NULL;
+    BinFile f;
     size_t count = 0;
-    if (open_and_check(path, &fp, &count, err) != 0) return -1;
+    if (open_shard(path, &f, &count, err) != 0) return -1;
     uint16_t *buf = xmalloc(count * sizeof(uint16_t));
-    size_t got = fread(buf, sizeof(uint16_t), count, fp);
-    fclose(fp);
-    if (got != count) {
+    int rc = binfile_read(&f, buf, sizeof(uint16_t), count, "tokens", err);
+    binfile_close(&f);
+    if (rc != 0) {
         free(buf);
-        return fail(err, "%s: read %zu of %zu tokens (read error)", path, got, count);
+        return -1;
     }
     size_t bad = first_out_of_vocab(buf, count, vocab_size);
     if (bad < count) {

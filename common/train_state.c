@@ -1,13 +1,11 @@
 // train_state.c: see train_state.h.
 #include "train_state.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "binfile.h"
 #include "util.h"
-
-#define HEADER_INTS 256
 
 static void put_u64(int32_t *h, int at, uint64_t x) {
     h[at] = (int32_t)(uint32_t)(x & 0xffffffffu);
@@ -20,7 +18,7 @@ static uint64_t get_u64(const int32_t *h, int at) {
 
 int train_state_write(const char *path, const TrainProgress *p, const float *m, const float *v,
                       size_t num_params, char *err) {
-    int32_t header[HEADER_INTS] = {0};
+    int32_t header[BINFILE_HEADER_INTS] = {0};
     header[0] = TRAIN_STATE_MAGIC;
     header[1] = TRAIN_STATE_VERSION;
     header[2] = p->step;
@@ -31,8 +29,7 @@ int train_state_write(const char *path, const TrainProgress *p, const float *m, 
     header[11] = p->B;
     header[12] = p->T;
     AtomicFile af;
-    if (atomic_open(&af, path, err)) return -1;
-    if (atomic_write(&af, header, sizeof header, err)) return -1;
+    if (binfile_create(&af, path, header, err)) return -1;
     if (atomic_write(&af, m, num_params * sizeof(float), err)) return -1;
     if (atomic_write(&af, v, num_params * sizeof(float), err)) return -1;
     return atomic_commit(&af, err);
@@ -40,42 +37,34 @@ int train_state_write(const char *path, const TrainProgress *p, const float *m, 
 
 int train_state_read(const char *path, TrainProgress *p, float *m, float *v, size_t num_params,
                      char *err) {
-    FILE *fp = fopen(path, "rb");
-    if (!fp) return fail(err, "%s: cannot open: %s", path, strerror(errno));
-    int32_t header[HEADER_INTS];
-    int rc = 0;
-    size_t expected = sizeof header + 2 * num_params * sizeof(float);
-    long actual = -1;
-    if (fread(header, sizeof header, 1, fp) != 1) {
-        rc = fail(err, "%s: truncated: shorter than its %zu-byte header", path, sizeof header);
-    } else if (header[0] != TRAIN_STATE_MAGIC) {
-        rc = fail(err, "%s: bad magic %d (expected %d): not a training state file", path,
-                  header[0], TRAIN_STATE_MAGIC);
-    } else if (header[1] != TRAIN_STATE_VERSION) {
-        rc = fail(err, "%s: unsupported version %d (expected %d)", path, header[1],
+    BinFile f;
+    int32_t header[BINFILE_HEADER_INTS];
+    if (binfile_open(&f, path, header, TRAIN_STATE_MAGIC, "training state", err)) return -1;
+    int rc;
+    if (header[1] != TRAIN_STATE_VERSION) {
+        rc = fail(err, "%s: unsupported version %d, expected %d", path, header[1],
                   TRAIN_STATE_VERSION);
     } else if (get_u64(header, 3) != num_params) {
         rc = fail(err, "%s: written for %llu parameters, but the model has %zu", path,
                   (unsigned long long)get_u64(header, 3), num_params);
-    } else if (fseek(fp, 0, SEEK_END) != 0 || (actual = ftell(fp)) != (long)expected) {
-        rc = fail(err, "%s: wrong length: %ld bytes, expected %zu", path, actual, expected);
-    } else if (fseek(fp, sizeof header, SEEK_SET) != 0 ||
-               fread(m, sizeof(float), num_params, fp) != num_params ||
-               fread(v, sizeof(float), num_params, fp) != num_params) {
-        rc = fail(err, "%s: read error", path);
     } else if (header[2] < 0 || header[11] <= 0 || header[12] <= 0) {
         rc = fail(err, "%s: corrupt header (step %d, B %d, T %d)", path, header[2], header[11],
                   header[12]);
     } else {
-        p->step = header[2];
-        p->data.epoch = get_u64(header, 5);
-        p->data.window = get_u64(header, 7);
-        p->sampler_rng = get_u64(header, 9);
-        p->B = header[11];
-        p->T = header[12];
+        rc = binfile_expect_length(&f, BINFILE_HEADER_BYTES + 2 * num_params * sizeof(float), err,
+                                   "(header + 2 x %zu fp32 moments)", num_params);
     }
-    fclose(fp);
-    return rc;
+    if (!rc) rc = binfile_read(&f, m, sizeof(float), num_params, "first moments", err);
+    if (!rc) rc = binfile_read(&f, v, sizeof(float), num_params, "second moments", err);
+    binfile_close(&f);
+    if (rc) return -1;
+    p->step = header[2];
+    p->data.epoch = get_u64(header, 5);
+    p->data.window = get_u64(header, 7);
+    p->sampler_rng = get_u64(header, 9);
+    p->B = header[11];
+    p->T = header[12];
+    return 0;
 }
 
 void checkpoint_paths(const char *dir, int step, char *model_path, char *state_path, size_t cap) {

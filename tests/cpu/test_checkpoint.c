@@ -1,93 +1,18 @@
 // test_checkpoint.c: model checkpoints round-trip (tied and untied, padded and
 // not), are laid out as llm.c's, and every kind of bad file is refused with a
 // message naming the file and the problem.
-#define _POSIX_C_SOURCE 200809L  // mkdtemp, truncate, opendir
+#define _POSIX_C_SOURCE 200809L  // for file_helpers.h
 #include <criterion/criterion.h>
-#include <dirent.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "checkpoint.h"
+#include "file_helpers.h"
 #include "util.h"
 
-// ---- a fresh temporary directory per test -----------------------------------
-static char tmpdir[64];
-
-static void make_tmpdir(void) {
-    snprintf(tmpdir, sizeof(tmpdir), "/tmp/test_checkpoint_XXXXXX");
-    cr_assert_not_null(mkdtemp(tmpdir), "cannot create a temporary directory");
-}
-
-static void remove_tmpdir(void) {
-    DIR *d = opendir(tmpdir);
-    if (!d) return;
-    struct dirent *e;
-    char path[1024];
-    while ((e = readdir(d)) != NULL) {
-        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
-        snprintf(path, sizeof(path), "%s/%s", tmpdir, e->d_name);
-        unlink(path);
-    }
-    closedir(d);
-    rmdir(tmpdir);
-}
-
 TestSuite(checkpoint, .init = make_tmpdir, .fini = remove_tmpdir);
-
-// "<tmpdir>/<name>", in one of four rotating buffers: enough for any one test.
-static const char *tmp_path(const char *name) {
-    static char paths[4][512];
-    static int next = 0;
-    char *p = paths[next++ % 4];
-    snprintf(p, 512, "%s/%s", tmpdir, name);
-    return p;
-}
-
-// ---- editing files behind the writer's back ---------------------------------
-static void patch_int32(const char *path, long index, int32_t value) {
-    FILE *fp = fopen(path, "r+b");
-    cr_assert_not_null(fp);
-    cr_assert_eq(fseek(fp, index * 4, SEEK_SET), 0);
-    cr_assert_eq(fwrite(&value, 4, 1, fp), 1);
-    fclose(fp);
-}
-
-static void append_bytes(const char *path, size_t n) {
-    FILE *fp = fopen(path, "ab");
-    cr_assert_not_null(fp);
-    for (size_t i = 0; i < n; i++) fputc(0, fp);
-    fclose(fp);
-}
-
-static long file_size(const char *path) {
-    struct stat st;
-    cr_assert_eq(stat(path, &st), 0, "%s: cannot stat", path);
-    return (long)st.st_size;
-}
-
-static void assert_same_bytes(const char *a, const char *b) {
-    size_t na, nb;
-    char err[ERR_LEN];
-    char *da = read_file(a, &na, err), *db = read_file(b, &nb, err);
-    cr_assert(da && db, "%s", err);
-    cr_assert_eq(na, nb, "%s is %zu bytes, %s is %zu", a, na, b, nb);
-    cr_assert_eq(memcmp(da, db, na), 0, "%s and %s differ", a, b);
-    free(da);
-    free(db);
-}
-
-// rc must be -1 and err must contain the path and every one of the pieces.
-static void assert_fails_with(int rc, const char *err, const char *path, const char *piece1,
-                              const char *piece2) {
-    cr_assert_eq(rc, -1, "expected a failure, got rc %d", rc);
-    cr_assert(strstr(err, path), "error \"%s\" does not name %s", err, path);
-    cr_assert(strstr(err, piece1), "error \"%s\" does not say \"%s\"", err, piece1);
-    if (piece2) cr_assert(strstr(err, piece2), "error \"%s\" does not say \"%s\"", err, piece2);
-}
 
 // ---- tiny models ------------------------------------------------------------------
 // Tied and unpadded (llm.c's kind of file) and untied and padded (ours).
@@ -121,20 +46,12 @@ static const char *write_good_checkpoint(const GPT2Config *cfg) {
     return path;
 }
 
-// The byte offset of element i of tensor t.
-static long param_offset(const GPT2Config *cfg, int t, size_t i) {
+// Where element i of tensor t is in the file, in 4-byte words (patch_float's unit).
+static long param_index(const GPT2Config *cfg, int t, size_t i) {
     size_t sizes[NUM_PARAM_TENSORS], offset = 0;
     gpt2_param_sizes(cfg, sizes);
     for (int k = 0; k < t; k++) offset += sizes[k];
-    return CHECKPOINT_HEADER_BYTES + 4 * (long)(offset + i);
-}
-
-static void patch_float(const char *path, long byte_offset, float value) {
-    FILE *fp = fopen(path, "r+b");
-    cr_assert_not_null(fp);
-    cr_assert_eq(fseek(fp, byte_offset, SEEK_SET), 0);
-    cr_assert_eq(fwrite(&value, 4, 1, fp), 1);
-    fclose(fp);
+    return CHECKPOINT_HEADER_INTS + (long)(offset + i);
 }
 
 static int read_checkpoint(const char *path, char *err) {
@@ -178,14 +95,8 @@ Test(checkpoint, header_is_llm_c_s_plus_the_untied_flag) {
     for (int tied = 0; tied <= 1; tied++) {
         GPT2Config cfg = tiny_config(tied, 1);
         const char *path = write_good_checkpoint(&cfg);
-        size_t len;
-        char err[ERR_LEN];
-        int32_t *h = (int32_t *)read_file(path, &len, err);
-        cr_assert_not_null(h, "%s", err);
         int32_t want[9] = {20240326, 3, 8, 60, 2, 2, 8, 64, tied ? 0 : 1};
-        for (int i = 0; i < 9; i++) cr_assert_eq(h[i], want[i], "header[%d] = %d", i, h[i]);
-        for (int i = 9; i < CHECKPOINT_HEADER_INTS; i++) cr_assert_eq(h[i], 0, "header[%d]", i);
-        free(h);
+        assert_header(path, CHECKPOINT_HEADER_INTS, want, 9);
     }
 }
 
@@ -259,18 +170,15 @@ Test(checkpoint, truncated_file) {
     GPT2Config cfg = tiny_config(0, 1);
     const char *path = write_good_checkpoint(&cfg);
     long full = file_size(path);
-    cr_assert_eq(truncate(path, full - 4), 0);
-    char want_actual[64], want_expected[64];
-    snprintf(want_actual, sizeof(want_actual), "file is %ld bytes", full - 4);
-    snprintf(want_expected, sizeof(want_expected), "expected %ld", full);
+    truncate_to(path, full - 4);
     char err[ERR_LEN];
-    assert_fails_with(read_checkpoint(path, err), err, path, want_actual, want_expected);
+    assert_wrong_length(read_checkpoint(path, err), err, path, full - 4, full);
 }
 
 Test(checkpoint, file_shorter_than_the_header) {
     GPT2Config cfg = tiny_config(0, 1);
     const char *path = write_good_checkpoint(&cfg);
-    cr_assert_eq(truncate(path, 1000), 0);
+    truncate_to(path, 1000);
     char err[ERR_LEN];
     assert_fails_with(read_checkpoint(path, err), err, path, "1000 bytes",
                       "shorter than the 1024-byte");
@@ -278,9 +186,7 @@ Test(checkpoint, file_shorter_than_the_header) {
 
 Test(checkpoint, empty_file) {
     const char *path = tmp_path("empty.bin");
-    FILE *fp = fopen(path, "wb");
-    cr_assert_not_null(fp);
-    fclose(fp);
+    write_bytes(path, NULL, 0);
     char err[ERR_LEN];
     assert_fails_with(read_checkpoint(path, err), err, path, "empty file", NULL);
 }
@@ -296,20 +202,17 @@ Test(checkpoint, extra_trailing_bytes) {
     const char *path = write_good_checkpoint(&cfg);
     long full = file_size(path);
     append_bytes(path, 4);
-    char want_actual[64], want_expected[64];
-    snprintf(want_actual, sizeof(want_actual), "file is %ld bytes", full + 4);
-    snprintf(want_expected, sizeof(want_expected), "expected %ld", full);
     char err[ERR_LEN];
-    assert_fails_with(read_checkpoint(path, err), err, path, want_actual, want_expected);
+    assert_wrong_length(read_checkpoint(path, err), err, path, full + 4, full);
 }
 
 Test(checkpoint, non_finite_parameter_names_its_tensor) {
     GPT2Config cfg = tiny_config(0, 1);
     const char *path = write_good_checkpoint(&cfg);
     char err[ERR_LEN];
-    patch_float(path, param_offset(&cfg, 4, 17), NAN);
+    patch_float(path, param_index(&cfg, 4, 17), NAN);
     assert_fails_with(read_checkpoint(path, err), err, path, "tensor qkvw", "element 17");
-    patch_float(path, param_offset(&cfg, 4, 17), 0.5f);
-    patch_float(path, param_offset(&cfg, LM_HEAD_INDEX, 3), -INFINITY);
+    patch_float(path, param_index(&cfg, 4, 17), 0.5f);
+    patch_float(path, param_index(&cfg, LM_HEAD_INDEX, 3), -INFINITY);
     assert_fails_with(read_checkpoint(path, err), err, path, "tensor lm_head", "element 3");
 }

@@ -1,50 +1,18 @@
 // test_dataloader.c: the data loader cuts shards into B x T batches, visits
 // every window once per epoch in a seeded order, and resumes exactly where a
 // saved position says.
-#define _POSIX_C_SOURCE 200809L  // mkdtemp, opendir
+#define _POSIX_C_SOURCE 200809L  // for file_helpers.h
 #include <criterion/criterion.h>
-#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "dataloader.h"
+#include "file_helpers.h"
 #include "shard.h"
 #include "util.h"
 
-// ---- a fresh temporary directory per test -----------------------------------
-static char tmpdir[64];
-
-static void make_tmpdir(void) {
-    snprintf(tmpdir, sizeof(tmpdir), "/tmp/test_dataloader_XXXXXX");
-    cr_assert_not_null(mkdtemp(tmpdir), "cannot create a temporary directory");
-}
-
-static void remove_tmpdir(void) {
-    DIR *d = opendir(tmpdir);
-    if (!d) return;
-    struct dirent *e;
-    char path[1024];
-    while ((e = readdir(d)) != NULL) {
-        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
-        snprintf(path, sizeof(path), "%s/%s", tmpdir, e->d_name);
-        unlink(path);
-    }
-    closedir(d);
-    rmdir(tmpdir);
-}
-
 TestSuite(dataloader, .init = make_tmpdir, .fini = remove_tmpdir);
-
-// "<tmpdir>/<name>", in one of four rotating buffers: enough for any one test.
-static const char *tmp_path(const char *name) {
-    static char paths[4][512];
-    static int next = 0;
-    char *p = paths[next++ % 4];
-    snprintf(p, 512, "%s/%s", tmpdir, name);
-    return p;
-}
 
 // ---- synthetic shards whose tokens say where they are -------------------------------
 // Token i of a shard is base + i, so a batch's first input names its window
@@ -256,8 +224,7 @@ static void assert_init_fails_with(const char *pattern, const char *piece1, cons
     char err[ERR_LEN];
     int rc = dataloader_init(&dl, tmp_path(pattern), B, T, VOCAB, 1, 0, err);
     cr_assert_eq(rc, -1, "expected a failure");
-    cr_assert(strstr(err, piece1), "error \"%s\" does not say \"%s\"", err, piece1);
-    if (piece2) cr_assert(strstr(err, piece2), "error \"%s\" does not say \"%s\"", err, piece2);
+    assert_error_says(err, piece1, piece2);
 }
 
 Test(dataloader, no_matching_file_names_the_pattern) {
@@ -276,10 +243,7 @@ Test(dataloader, a_shard_too_small_for_one_window_is_named) {
 Test(dataloader, a_bad_shard_header_is_named) {
     write_shard("d_0.bin", 0, 2, 0);
     write_shard("d_1.bin", 0, 2, 0);
-    FILE *fp = fopen(tmp_path("d_1.bin"), "r+b");
-    cr_assert_not_null(fp);
-    fputc(0, fp);  // the magic's lowest byte
-    fclose(fp);
+    patch_bytes(tmp_path("d_1.bin"), 0, "", 1);  // zeroes the magic's lowest byte
     assert_init_fails_with("d_*.bin", "d_1.bin", "bad magic");
 }
 

@@ -2,93 +2,19 @@
 // and not), its gradients convert between the unpadded file layout and the
 // model's padded one, and every kind of bad file is refused with a message
 // naming the file and the problem.
-#define _POSIX_C_SOURCE 200809L  // mkdtemp, truncate, opendir
+#define _POSIX_C_SOURCE 200809L  // for file_helpers.h
 #include <criterion/criterion.h>
-#include <dirent.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "debug_state.h"
+#include "file_helpers.h"
 #include "util.h"
 
-// ---- a fresh temporary directory per test -----------------------------------
-static char tmpdir[64];
-
-static void make_tmpdir(void) {
-    snprintf(tmpdir, sizeof(tmpdir), "/tmp/test_debug_state_XXXXXX");
-    cr_assert_not_null(mkdtemp(tmpdir), "cannot create a temporary directory");
-}
-
-static void remove_tmpdir(void) {
-    DIR *d = opendir(tmpdir);
-    if (!d) return;
-    struct dirent *e;
-    char path[1024];
-    while ((e = readdir(d)) != NULL) {
-        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
-        snprintf(path, sizeof(path), "%s/%s", tmpdir, e->d_name);
-        unlink(path);
-    }
-    closedir(d);
-    rmdir(tmpdir);
-}
-
 TestSuite(debug_state, .init = make_tmpdir, .fini = remove_tmpdir);
-
-// "<tmpdir>/<name>", in one of four rotating buffers: enough for any one test.
-static const char *tmp_path(const char *name) {
-    static char paths[4][512];
-    static int next = 0;
-    char *p = paths[next++ % 4];
-    snprintf(p, 512, "%s/%s", tmpdir, name);
-    return p;
-}
-
-// ---- editing files behind the writer's back ---------------------------------
-static void patch_int32(const char *path, long index, int32_t value) {
-    FILE *fp = fopen(path, "r+b");
-    cr_assert_not_null(fp);
-    cr_assert_eq(fseek(fp, index * 4, SEEK_SET), 0);
-    cr_assert_eq(fwrite(&value, 4, 1, fp), 1);
-    fclose(fp);
-}
-
-static void append_bytes(const char *path, size_t n) {
-    FILE *fp = fopen(path, "ab");
-    cr_assert_not_null(fp);
-    for (size_t i = 0; i < n; i++) fputc(0, fp);
-    fclose(fp);
-}
-
-static long file_size(const char *path) {
-    struct stat st;
-    cr_assert_eq(stat(path, &st), 0, "%s: cannot stat", path);
-    return (long)st.st_size;
-}
-
-static void assert_same_bytes(const char *a, const char *b) {
-    size_t na, nb;
-    char err[ERR_LEN];
-    char *da = read_file(a, &na, err), *db = read_file(b, &nb, err);
-    cr_assert(da && db, "%s", err);
-    cr_assert_eq(na, nb, "%s is %zu bytes, %s is %zu", a, na, b, nb);
-    cr_assert_eq(memcmp(da, db, na), 0, "%s and %s differ", a, b);
-    free(da);
-    free(db);
-}
-
-// rc must be -1 and err must contain the path and every one of the pieces.
-static void assert_fails_with(int rc, const char *err, const char *path, const char *piece1,
-                              const char *piece2) {
-    cr_assert_eq(rc, -1, "expected a failure, got rc %d", rc);
-    cr_assert(strstr(err, path), "error \"%s\" does not name %s", err, path);
-    cr_assert(strstr(err, piece1), "error \"%s\" does not say \"%s\"", err, piece1);
-    if (piece2) cr_assert(strstr(err, piece2), "error \"%s\" does not say \"%s\"", err, piece2);
-}
 
 // ---- tiny models and batches --------------------------------------------------------
 static GPT2Config tiny_config(int tied, int padded) {
@@ -128,20 +54,13 @@ static const char *write_good_state(const GPT2Config *cfg) {
     return path;
 }
 
-// Where each part starts in the file, in int32/float units.
+// Where each part starts in the file, in 4-byte words (patch_int32's and
+// patch_float's unit).
 static long x_at(void) { return DEBUG_STATE_HEADER_INTS; }
 static long y_at(void) { return x_at() + B * T; }
 static long logits_at(void) { return y_at() + B * T; }
 static long loss_at(const GPT2Config *cfg) { return logits_at() + B * T * cfg->vocab_size; }
 static long grads_at(const GPT2Config *cfg) { return loss_at(cfg) + 1; }
-
-static void patch_float(const char *path, long index, float value) {
-    FILE *fp = fopen(path, "r+b");
-    cr_assert_not_null(fp);
-    cr_assert_eq(fseek(fp, index * 4, SEEK_SET), 0);
-    cr_assert_eq(fwrite(&value, 4, 1, fp), 1);
-    fclose(fp);
-}
 
 static int read_state(const char *path, const GPT2Config *cfg, char *err) {
     DebugState ds;
@@ -189,16 +108,8 @@ Test(debug_state, round_trip_untied_padded) { check_round_trip(0, 1); }
 Test(debug_state, header_is_llm_c_s) {
     GPT2Config cfg = tiny_config(1, 1);
     const char *path = write_good_state(&cfg);
-    size_t len;
-    char err[ERR_LEN];
-    int32_t *h = (int32_t *)read_file(path, &len, err);
-    cr_assert_not_null(h, "%s", err);
-    cr_assert_eq(h[0], 20240327);
-    cr_assert_eq(h[1], 2);
-    cr_assert_eq(h[2], B);
-    cr_assert_eq(h[3], T);
-    for (int i = 4; i < DEBUG_STATE_HEADER_INTS; i++) cr_assert_eq(h[i], 0, "header[%d]", i);
-    free(h);
+    int32_t want[4] = {20240327, 2, B, T};
+    assert_header(path, DEBUG_STATE_HEADER_INTS, want, 4);
 }
 
 // ---- the two gradient layouts ---------------------------------------------------
@@ -304,18 +215,15 @@ Test(debug_state, truncated_file) {
     GPT2Config cfg = tiny_config(0, 1);
     const char *path = write_good_state(&cfg);
     long full = file_size(path);
-    cr_assert_eq(truncate(path, full - 1), 0);
-    char want_actual[64], want_expected[64];
-    snprintf(want_actual, sizeof(want_actual), "file is %ld bytes", full - 1);
-    snprintf(want_expected, sizeof(want_expected), "expected %ld", full);
+    truncate_to(path, full - 1);
     char err[ERR_LEN];
-    assert_fails_with(read_state(path, &cfg, err), err, path, want_actual, want_expected);
+    assert_wrong_length(read_state(path, &cfg, err), err, path, full - 1, full);
 }
 
 Test(debug_state, file_shorter_than_the_header) {
     GPT2Config cfg = tiny_config(0, 1);
     const char *path = write_good_state(&cfg);
-    cr_assert_eq(truncate(path, 8), 0);
+    truncate_to(path, 8);
     char err[ERR_LEN];
     assert_fails_with(read_state(path, &cfg, err), err, path, "8 bytes",
                       "shorter than the 1024-byte");
@@ -324,9 +232,7 @@ Test(debug_state, file_shorter_than_the_header) {
 Test(debug_state, empty_file) {
     GPT2Config cfg = tiny_config(0, 1);
     const char *path = tmp_path("empty.bin");
-    FILE *fp = fopen(path, "wb");
-    cr_assert_not_null(fp);
-    fclose(fp);
+    write_bytes(path, NULL, 0);
     char err[ERR_LEN];
     assert_fails_with(read_state(path, &cfg, err), err, path, "empty file", NULL);
 }
@@ -343,11 +249,8 @@ Test(debug_state, extra_trailing_bytes) {
     const char *path = write_good_state(&cfg);
     long full = file_size(path);
     append_bytes(path, 4);
-    char want_actual[64], want_expected[64];
-    snprintf(want_actual, sizeof(want_actual), "file is %ld bytes", full + 4);
-    snprintf(want_expected, sizeof(want_expected), "expected %ld", full);
     char err[ERR_LEN];
-    assert_fails_with(read_state(path, &cfg, err), err, path, want_actual, want_expected);
+    assert_wrong_length(read_state(path, &cfg, err), err, path, full + 4, full);
 }
 
 Test(debug_state, a_model_of_another_shape_is_a_length_error) {

@@ -1,91 +1,16 @@
 // test_shard.c: token shards round-trip, and every kind of bad file is
 // refused with a message naming the file and the problem.
-#define _POSIX_C_SOURCE 200809L  // mkdtemp, truncate, opendir
+#define _POSIX_C_SOURCE 200809L  // for file_helpers.h
 #include <criterion/criterion.h>
-#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
+#include "file_helpers.h"
 #include "shard.h"
 #include "util.h"
 
-// ---- a fresh temporary directory per test -----------------------------------
-static char tmpdir[64];
-
-static void make_tmpdir(void) {
-    snprintf(tmpdir, sizeof(tmpdir), "/tmp/test_shard_XXXXXX");
-    cr_assert_not_null(mkdtemp(tmpdir), "cannot create a temporary directory");
-}
-
-static void remove_tmpdir(void) {
-    DIR *d = opendir(tmpdir);
-    if (!d) return;
-    struct dirent *e;
-    char path[1024];
-    while ((e = readdir(d)) != NULL) {
-        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
-        snprintf(path, sizeof(path), "%s/%s", tmpdir, e->d_name);
-        unlink(path);
-    }
-    closedir(d);
-    rmdir(tmpdir);
-}
-
 TestSuite(shard, .init = make_tmpdir, .fini = remove_tmpdir);
-
-// "<tmpdir>/<name>", in one of four rotating buffers: enough for any one test.
-static const char *tmp_path(const char *name) {
-    static char paths[4][512];
-    static int next = 0;
-    char *p = paths[next++ % 4];
-    snprintf(p, 512, "%s/%s", tmpdir, name);
-    return p;
-}
-
-// ---- editing files behind the writer's back ---------------------------------
-static void patch_int32(const char *path, long index, int32_t value) {
-    FILE *fp = fopen(path, "r+b");
-    cr_assert_not_null(fp);
-    cr_assert_eq(fseek(fp, index * 4, SEEK_SET), 0);
-    cr_assert_eq(fwrite(&value, 4, 1, fp), 1);
-    fclose(fp);
-}
-
-static void append_bytes(const char *path, size_t n) {
-    FILE *fp = fopen(path, "ab");
-    cr_assert_not_null(fp);
-    for (size_t i = 0; i < n; i++) fputc(0, fp);
-    fclose(fp);
-}
-
-static long file_size(const char *path) {
-    struct stat st;
-    cr_assert_eq(stat(path, &st), 0, "%s: cannot stat", path);
-    return (long)st.st_size;
-}
-
-static void assert_same_bytes(const char *a, const char *b) {
-    size_t na, nb;
-    char err[ERR_LEN];
-    char *da = read_file(a, &na, err), *db = read_file(b, &nb, err);
-    cr_assert(da && db, "%s", err);
-    cr_assert_eq(na, nb, "%s is %zu bytes, %s is %zu", a, na, b, nb);
-    cr_assert_eq(memcmp(da, db, na), 0, "%s and %s differ", a, b);
-    free(da);
-    free(db);
-}
-
-// rc must be -1 and err must contain the path and every one of the pieces.
-static void assert_fails_with(int rc, const char *err, const char *path, const char *piece1,
-                              const char *piece2) {
-    cr_assert_eq(rc, -1, "expected a failure, got rc %d", rc);
-    cr_assert(strstr(err, path), "error \"%s\" does not name %s", err, path);
-    cr_assert(strstr(err, piece1), "error \"%s\" does not say \"%s\"", err, piece1);
-    if (piece2) cr_assert(strstr(err, piece2), "error \"%s\" does not say \"%s\"", err, piece2);
-}
 
 // ---- a known good shard -------------------------------------------------------
 enum { N = 1000, VOCAB = 50257 };
@@ -121,15 +46,8 @@ Test(shard, round_trip_gives_the_same_tokens_and_bytes) {
 
 Test(shard, header_is_llm_c_s) {
     const char *path = write_good_shard();
-    size_t len;
-    char err[ERR_LEN];
-    int32_t *h = (int32_t *)read_file(path, &len, err);
-    cr_assert_not_null(h, "%s", err);
-    cr_assert_eq(h[0], 20240520);
-    cr_assert_eq(h[1], 1);
-    cr_assert_eq(h[2], N);
-    for (int i = 3; i < SHARD_HEADER_INTS; i++) cr_assert_eq(h[i], 0, "header[%d]", i);
-    free(h);
+    int32_t want[3] = {20240520, 1, N};
+    assert_header(path, SHARD_HEADER_INTS, want, 3);
 }
 
 Test(shard, round_trip_of_the_extremes) {
@@ -214,15 +132,14 @@ Test(shard, negative_count) {
 
 Test(shard, truncated_file) {
     const char *path = write_good_shard();
-    cr_assert_eq(truncate(path, SHARD_HEADER_BYTES + 2 * N - 2), 0);
+    truncate_to(path, SHARD_HEADER_BYTES + 2 * N - 2);
     char err[ERR_LEN];
-    assert_fails_with(read_shard(path, VOCAB, err), err, path, "file is 3022 bytes",
-                      "expected 3024");
+    assert_wrong_length(read_shard(path, VOCAB, err), err, path, 3022, 3024);
 }
 
 Test(shard, file_shorter_than_the_header) {
     const char *path = write_good_shard();
-    cr_assert_eq(truncate(path, 100), 0);
+    truncate_to(path, 100);
     char err[ERR_LEN];
     assert_fails_with(read_shard(path, VOCAB, err), err, path, "100 bytes",
                       "shorter than the 1024-byte");
@@ -230,9 +147,7 @@ Test(shard, file_shorter_than_the_header) {
 
 Test(shard, empty_file) {
     const char *path = tmp_path("empty.bin");
-    FILE *fp = fopen(path, "wb");
-    cr_assert_not_null(fp);
-    fclose(fp);
+    write_bytes(path, NULL, 0);
     char err[ERR_LEN];
     assert_fails_with(read_shard(path, VOCAB, err), err, path, "empty file", NULL);
 }
@@ -247,8 +162,7 @@ Test(shard, extra_trailing_bytes) {
     const char *path = write_good_shard();
     append_bytes(path, 3);
     char err[ERR_LEN];
-    assert_fails_with(read_shard(path, VOCAB, err), err, path, "file is 3027 bytes",
-                      "expected 3024");
+    assert_wrong_length(read_shard(path, VOCAB, err), err, path, 3027, 3024);
 }
 
 Test(shard, token_outside_the_vocabulary) {

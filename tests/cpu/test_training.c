@@ -1,7 +1,7 @@
 // test_training.c: the CPU training loop end to end, on synthetic shards:
 // the loss falls, runs are deterministic, and a resumed run continues
 // bit-identically.
-#define _POSIX_C_SOURCE 200809L
+#define _POSIX_C_SOURCE 200809L  // for file_helpers.h
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,39 +9,30 @@
 #include <unistd.h>
 
 #include "checkpoint.h"
+#include "file_helpers.h"
 #include "shard.h"
 #include "train_cpu.h"
 #include "train_state.h"
 
-static char dir[64];
-
-// A learnable corpus: a fixed random sequence of 29 tokens, repeated.
+// A learnable corpus in a fresh tmpdir: a fixed random sequence of 29
+// tokens, repeated.
 static void make_shards(void) {
-    snprintf(dir, sizeof dir, "/tmp/gpt2_train_XXXXXX");
-    cr_assert(mkdtemp(dir));
+    make_tmpdir();
     Rng rng;
     rng_seed(&rng, 99);
     int32_t motif[29], tokens[4000];
     for (int i = 0; i < 29; i++) motif[i] = (int32_t)rng_below(&rng, 64);
     for (int i = 0; i < 4000; i++) tokens[i] = motif[i % 29];
-    char path[128], err[ERR_LEN];
-    snprintf(path, sizeof path, "%s/train_000.bin", dir);
-    cr_assert(shard_write(path, tokens, 4000, err) == 0, "%s", err);
-    snprintf(path, sizeof path, "%s/val_000.bin", dir);
-    cr_assert(shard_write(path, tokens, 1000, err) == 0, "%s", err);
-}
-
-static void remove_dir(void) {
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    cr_assert(system(cmd) == 0);
+    char err[ERR_LEN];
+    cr_assert(shard_write(tmp_path("train_000.bin"), tokens, 4000, err) == 0, "%s", err);
+    cr_assert(shard_write(tmp_path("val_000.bin"), tokens, 1000, err) == 0, "%s", err);
 }
 
 static TrainOptions tiny_options(void) {
     TrainOptions o = train_options_default();
-    snprintf(o.train_pattern, sizeof o.train_pattern, "%s/train_*.bin", dir);
-    snprintf(o.val_pattern, sizeof o.val_pattern, "%s/val_*.bin", dir);
-    snprintf(o.checkpoint_dir, sizeof o.checkpoint_dir, "%s/ckpt", dir);
+    snprintf(o.train_pattern, sizeof o.train_pattern, "%s", tmp_path("train_*.bin"));
+    snprintf(o.val_pattern, sizeof o.val_pattern, "%s", tmp_path("val_*.bin"));
+    snprintf(o.checkpoint_dir, sizeof o.checkpoint_dir, "%s", tmp_path("ckpt"));
     o.model = (GPT2Config){.max_seq_len = 16, .vocab_size = 64, .padded_vocab_size = 64,
                            .num_layers = 2, .num_heads = 2, .channels = 32, .tied = 0};
     o.B = 4;
@@ -63,7 +54,7 @@ static void run_steps(CpuTrainer *tr, int n, float *losses) {
     }
 }
 
-TestSuite(training, .init = make_shards, .fini = remove_dir);
+TestSuite(training, .init = make_shards, .fini = remove_tmpdir);
 
 Test(training, loss_falls_on_a_learnable_corpus) {
     TrainOptions o = tiny_options();
