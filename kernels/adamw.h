@@ -1,0 +1,43 @@
+// adamw.h: the optimizer on the GPU: AdamW over one tensor, the global
+// gradient norm, and the scaling that clips it. The same formulas as the CPU
+// version, common/optimizer.c.
+#ifndef ADAMW_H
+#define ADAMW_H
+
+#include <stddef.h>
+
+#include "gpu_context.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#include "optimizer.h"  // AdamWConfig; a C header, hence inside the C block
+
+// One AdamW step over n values of one tensor, at step t (1-based), as
+// adamw_update() in optimizer.h: m and v updated in place, decoupled weight
+// decay when `decay` is 1. Chapter 00 launches it once per parameter tensor,
+// as torch.optim.AdamW does with foreach=False; chapter 09 fuses them.
+void adamw_update_v1(const GpuContext *ctx, float *params, const float *grads, float *m,
+                     float *v, size_t n, float lr, const AdamWConfig *cfg, int decay, int t);
+
+// Scratch for grad_norm_v1: GRAD_NORM_MAX_BLOCKS floats.
+#define GRAD_NORM_MAX_BLOCKS 1024
+
+// *norm (one float on the device) = sqrt(sum of grads[i]^2) over n values.
+// Each block sums its squares in fp32 (a grid-stride loop, then a fixed
+// tree) into one partial in `scratch`; one warp then adds the partials in
+// double, in a fixed order. The number of blocks depends on n only, not on
+// the GPU, so the result is the same on every run and every GPU.
+void grad_norm_v1(const GpuContext *ctx, float *norm, float *scratch, const float *grads,
+                  size_t n);
+
+// x[i] *= factor: gradient clipping, with the factor computed on the host
+// (grad_clip_factor in optimizer.h) from the norm read back.
+void scale_v1(const GpuContext *ctx, float *x, size_t n, float factor);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

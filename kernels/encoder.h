@@ -1,0 +1,66 @@
+// encoder.h: the embedding layer: token embedding plus position embedding.
+//
+// Shapes, row-major, as the CPU reference (gpt2_cpu.h):
+//   tokens (B,T) int32 in [0, V), on the device
+//   wte (Vp,C), wpe (T_max,C), out and dout (B,T,C)
+//
+// The backward pass is a scatter: every position adds its gradient row to the
+// row of its token in dwte, and a token may occur many times in a batch. The
+// usual GPU answer, atomicAdd, makes the sum's order (and so its last bits)
+// depend on timing. We sort instead: the host groups the B*T positions by
+// token (a counting sort; chapter 00 loads each batch on the host anyway),
+// and then one thread per (token, channel) adds that token's positions in
+// increasing order. That order is the CPU reference's, so dwte and dwpe come
+// out bit-identical to it.
+#ifndef ENCODER_H
+#define ENCODER_H
+
+#include <stdint.h>
+
+#include "gpu_context.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+// out[b,t,:] = wte[tokens[b,t],:] + wpe[t,:]
+void encoder_forward_v1(const GpuContext *ctx, float *out, const int32_t *tokens,
+                        const float *wte, const float *wpe, int B, int T, int C);
+
+// ---- positions grouped by token (host side) ----------------------------------
+// The packed array, in int32, for BT = B*T positions (3*BT + 1 ints), the form
+// in which it is copied to the device in one transfer:
+//   [0, nb)               token of bucket i, ascending (nb = num_buckets <= BT)
+//   [BT, BT + nb]         start of bucket i in the positions below; bucket i
+//                         holds positions [start[i], start[i+1])
+//   [2BT+1, 3BT+1)        the positions b*T+t, grouped by token, ascending
+//                         within each token
+typedef struct {
+    int BT, V;
+    int num_buckets;   // distinct tokens in the last batch built
+    int32_t *packed;   // host, encoder_buckets_ints(BT) ints
+    int32_t *cursor;   // host scratch, V ints (counts, then write positions)
+} EncoderBuckets;
+
+size_t encoder_buckets_ints(int BT);
+void encoder_buckets_init(EncoderBuckets *eb, int BT, int V);
+void encoder_buckets_free(EncoderBuckets *eb);
+// Groups the BT tokens (host memory) by token. Returns 0, or -1 with a reason
+// in err (ERR_LEN bytes) when a token is outside [0, V).
+int encoder_buckets_build(EncoderBuckets *eb, const int32_t *tokens, char *err);
+// Copies eb->packed to d_packed (encoder_buckets_ints(BT) int32 on the device)
+// on ctx->stream. eb may be rebuilt as soon as this returns.
+void encoder_buckets_upload(const GpuContext *ctx, int32_t *d_packed, const EncoderBuckets *eb);
+
+// dwte (Vp,C) += the dout rows of each token's positions; dwpe (T_max,C):
+// dwpe[t,:] += sum over b, in order, of dout[b,t,:]. Both ACCUMULATE.
+// d_packed and num_buckets come from encoder_buckets_build/upload for this
+// batch's tokens (B*T == eb->BT).
+void encoder_backward_v1(const GpuContext *ctx, float *dwte, float *dwpe, const float *dout,
+                         const int32_t *d_packed, int num_buckets, int B, int T, int C);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

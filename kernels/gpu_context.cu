@@ -1,0 +1,100 @@
+// gpu_context.cu: see gpu_context.h.
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpu_context.h"
+
+extern "C" void gpu_fail_cuda(cudaError_t err, const char *call, const char *file, int line) {
+    fprintf(stderr, "%s:%d: CUDA error %s (%s) in %s\n", file, line, cudaGetErrorName(err),
+            cudaGetErrorString(err), call);
+    exit(1);
+}
+
+extern "C" void gpu_fail_cublas(cublasStatus_t status, const char *call, const char *file,
+                                int line) {
+    fprintf(stderr, "%s:%d: cuBLAS error %s in %s\n", file, line, cublasGetStatusString(status),
+            call);
+    exit(1);
+}
+
+extern "C" int gpu_device_count(void) {
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+        // No driver or no device: not an error for a caller that only asks.
+        // Clear it so that it does not resurface at the next unrelated check.
+        (void)cudaGetLastError();
+        return 0;
+    }
+    return n;
+}
+
+extern "C" void gpu_context_init(GpuContext *ctx, int device) {
+    memset(ctx, 0, sizeof *ctx);
+    ctx->device = device;
+    CUDA_CHECK(cudaSetDevice(device));
+    CUDA_CHECK(cudaDeviceGetAttribute(&ctx->sm_count, cudaDevAttrMultiProcessorCount, device));
+    // A blocking stream (not cudaStreamNonBlocking): plain cudaMemcpy and
+    // cudaMemset, which run on the legacy default stream, stay ordered with
+    // our kernels. Chapter 08 brings streams that overlap on purpose.
+    CUDA_CHECK(cudaStreamCreate(&ctx->stream));
+    CUBLAS_CHECK(cublasCreate(&ctx->cublas));
+    CUBLAS_CHECK(cublasSetStream(ctx->cublas, ctx->stream));
+    // Both are cuBLAS's defaults, stated so the reader sees them: the math
+    // mode lets each call's compute type decide whether tensor cores may be
+    // used (see gpu_gemm_compute_type), and routines that would need atomics
+    // to be fast must not use them, which keeps every GEMM bit-reproducible
+    // run to run on one GPU model and cuBLAS version.
+    CUBLAS_CHECK(cublasSetMathMode(ctx->cublas, CUBLAS_DEFAULT_MATH));
+    CUBLAS_CHECK(cublasSetAtomicsMode(ctx->cublas, CUBLAS_ATOMICS_NOT_ALLOWED));
+    ctx->sync_after_launch = 1;
+    ctx->tensor_cores = 0;
+}
+
+extern "C" void gpu_context_free(GpuContext *ctx) {
+    if (ctx->cublas) CUBLAS_CHECK(cublasDestroy(ctx->cublas));
+    if (ctx->stream) CUDA_CHECK(cudaStreamDestroy(ctx->stream));
+    memset(ctx, 0, sizeof *ctx);
+}
+
+extern "C" void gpu_check_launch(const GpuContext *ctx, const char *kernel_name) {
+    // A launch that could not start (too many threads, no image for this GPU)
+    // is reported here at once, whether we synchronize or not.
+    cudaError_t err = cudaGetLastError();
+    if (err != cudaSuccess) {
+        fprintf(stderr, "%s: launch failed: %s (%s)\n", kernel_name, cudaGetErrorName(err),
+                cudaGetErrorString(err));
+        exit(1);
+    }
+    if (!ctx->sync_after_launch) return;
+    // A fault while the kernel runs only shows up once we wait for it. Without
+    // this wait it would surface at some later call, blaming the wrong kernel.
+    err = cudaStreamSynchronize(ctx->stream);
+    if (err != cudaSuccess) {
+        fprintf(stderr, "%s: failed while running: %s (%s)\n", kernel_name, cudaGetErrorName(err),
+                cudaGetErrorString(err));
+        exit(1);
+    }
+}
+
+extern "C" void *gpu_malloc(size_t bytes, const char *what) {
+    void *ptr = NULL;
+    cudaError_t err = cudaMalloc(&ptr, bytes);
+    if (err != cudaSuccess) {
+        (void)cudaGetLastError();
+        size_t free_bytes = 0, total_bytes = 0;
+        cudaMemGetInfo(&free_bytes, &total_bytes);
+        const double gib = 1024.0 * 1024.0 * 1024.0;
+        fprintf(stderr,
+                "gpu_malloc: cannot allocate %zu bytes (%.3f GiB) for %s: %s; "
+                "the device has %.3f GiB free of %.3f GiB\n",
+                bytes, bytes / gib, what, cudaGetErrorString(err), free_bytes / gib,
+                total_bytes / gib);
+        exit(1);
+    }
+    return ptr;
+}
+
+extern "C" void gpu_free(void *ptr) {
+    if (ptr) CUDA_CHECK(cudaFree(ptr));
+}

@@ -1,0 +1,91 @@
+// gpu_context.h: what every launcher needs: the stream it runs on, the cuBLAS
+// handle, the run-time switches that change how kernels are launched, and the
+// error checks.
+//
+// A plain C header: the trainer and the tests (C11, built by gcc) include it,
+// and so do the .cu files (built by nvcc), which define the functions below
+// with C linkage.
+//
+// Error policy: a failing CUDA or cuBLAS call is a programming error or an
+// exhausted device, never bad input, so the checks print where it happened and
+// exit(1), as util.h's die() does on the host.
+#ifndef GPU_CONTEXT_H
+#define GPU_CONTEXT_H
+
+#include <stddef.h>
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct {
+    int device;            // the CUDA device this context runs on
+    int sm_count;          // its streaming multiprocessors, for reports
+    cudaStream_t stream;   // every launcher and cuBLAS call runs on it
+    cublasHandle_t cublas; // bound to `stream`
+    // Chapters 00-02 synchronize after every launch, so that an error is
+    // reported by the launch that caused it (and the way PyTorch eager with
+    // CUDA_LAUNCH_BLOCKING=1 behaves). Chapter 03 turns it off.
+    int sync_after_launch;
+    // 0: fp32 GEMMs on the fp32 cores (chapter 00). 1: TF32 tensor cores
+    // (chapter 01). Read at every GEMM by gpu_gemm_compute_type().
+    int tensor_cores;
+} GpuContext;
+
+// Binds the context to `device`, creates its stream and cuBLAS handle, and
+// sets chapter 00's switches: sync_after_launch = 1, tensor_cores = 0. The
+// caller may change both switches at any time afterwards.
+void gpu_context_init(GpuContext *ctx, int device);
+void gpu_context_free(GpuContext *ctx);
+
+// The number of CUDA devices; 0, silently, where there is no device or no
+// driver (so that tests can skip themselves and programs can say why).
+int gpu_device_count(void);
+
+// Call after EVERY kernel launch: reports a launch error (bad configuration,
+// missing kernel image) always, and, when ctx->sync_after_launch is set, waits
+// for the stream and reports an error raised while the kernel ran (an illegal
+// address, say). `kernel_name` names the culprit in the message.
+void gpu_check_launch(const GpuContext *ctx, const char *kernel_name);
+
+// cudaMalloc that, on failure, says how many bytes were asked for, for what,
+// and how much the device had free; then exits.
+void *gpu_malloc(size_t bytes, const char *what);
+void gpu_free(void *ptr);  // cudaFree, checked; NULL is fine
+
+// The compute type of every fp32 GEMM (matmul and attention). This is
+// chapter 01's switch: the same cuBLAS calls, with TF32 tensor cores allowed.
+static inline cublasComputeType_t gpu_gemm_compute_type(const GpuContext *ctx) {
+    return ctx->tensor_cores ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+}
+
+// Reporting functions behind the checks below; they do not return.
+void gpu_fail_cuda(cudaError_t err, const char *call, const char *file, int line)
+    __attribute__((noreturn));
+void gpu_fail_cublas(cublasStatus_t status, const char *call, const char *file, int line)
+    __attribute__((noreturn));
+
+// CUDA_CHECK(cudaMemcpy(...)): a runtime call that must succeed.
+#define CUDA_CHECK(call)                                                                \
+    do {                                                                                \
+        cudaError_t cuda_check_err_ = (call);                                           \
+        if (cuda_check_err_ != cudaSuccess)                                             \
+            gpu_fail_cuda(cuda_check_err_, #call, __FILE__, __LINE__);                  \
+    } while (0)
+
+// CUBLAS_CHECK(cublasGemmEx(...)): a cuBLAS call that must succeed.
+#define CUBLAS_CHECK(call)                                                              \
+    do {                                                                                \
+        cublasStatus_t cublas_check_status_ = (call);                                   \
+        if (cublas_check_status_ != CUBLAS_STATUS_SUCCESS)                              \
+            gpu_fail_cublas(cublas_check_status_, #call, __FILE__, __LINE__);           \
+    } while (0)
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

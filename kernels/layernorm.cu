@@ -1,0 +1,156 @@
+// layernorm.cu: see layernorm.h.
+#include "layernorm.h"
+#include "reduce.cuh"
+
+#define LAYERNORM_EPS 1e-5f
+// Rows whose parameter gradients one block sums before writing a partial.
+// A shape constant, not a function of the GPU, so that every GPU adds the
+// same partials in the same order.
+#define LN_ROWS_PER_CHUNK 128
+// Column-sum blocks: 32 channels (one coalesced 128-byte row segment per
+// warp) by 8 warps that take every 8th row of the chunk.
+#define LN_COLS 32
+#define LN_ROW_LANES 8
+
+static int num_chunks(int BT) { return (BT + LN_ROWS_PER_CHUNK - 1) / LN_ROWS_PER_CHUNK; }
+
+// One warp per row: the lanes stride over the channels, so each load of 32
+// consecutive floats is one coalesced transaction, and the row's sums are
+// warp shuffles, with no shared memory or block barriers.
+__global__ void layernorm_forward_kernel_v1(float *out, float *mean, float *rstd,
+                                            const float *inp, const float *weight,
+                                            const float *bias, int BT, int C) {
+    const int lane = threadIdx.x % WARP_SIZE;
+    const int row = blockIdx.x * (blockDim.x / WARP_SIZE) + threadIdx.x / WARP_SIZE;
+    if (row >= BT) return;  // the whole warp leaves together: shuffles stay full
+    const float *x = inp + (size_t)row * C;
+    float sum = 0.0f;
+    for (int i = lane; i < C; i += WARP_SIZE) sum += x[i];
+    const float m = warp_sum(sum) / C;
+    float sq = 0.0f;
+    for (int i = lane; i < C; i += WARP_SIZE) {
+        float d = x[i] - m;
+        sq += d * d;
+    }
+    const float var = warp_sum(sq) / C;
+    // 1/sqrtf rather than rsqrtf: rsqrtf is an approximation (2 ulp), and
+    // chapter 00 computes what the CPU computes.
+    const float s = 1.0f / sqrtf(var + LAYERNORM_EPS);
+    float *y = out + (size_t)row * C;
+    for (int i = lane; i < C; i += WARP_SIZE) y[i] = (x[i] - m) * s * weight[i] + bias[i];
+    if (lane == 0) {
+        mean[row] = m;
+        rstd[row] = s;
+    }
+}
+
+extern "C" void layernorm_forward_v1(const GpuContext *ctx, float *out, float *mean, float *rstd,
+                                     const float *inp, const float *weight, const float *bias,
+                                     int B, int T, int C) {
+    const int threads = 256, rows_per_block = threads / WARP_SIZE;
+    layernorm_forward_kernel_v1<<<blocks_for((size_t)B * T, rows_per_block), threads, 0,
+                                  ctx->stream>>>(out, mean, rstd, inp, weight, bias, B * T, C);
+    gpu_check_launch(ctx, "layernorm_forward_kernel_v1");
+}
+
+// dinp, one warp per row. With xhat = (x - mean) * rstd and g = dout * weight:
+//   dinp = rstd * (g - mean(g) - xhat * mean(g * xhat))
+// (the derivation is in the CPU reference, common/gpt2_cpu_layers.inc).
+__global__ void layernorm_backward_dinp_kernel_v1(float *dinp, const float *dout,
+                                                  const float *inp, const float *weight,
+                                                  const float *mean, const float *rstd, int BT,
+                                                  int C) {
+    const int lane = threadIdx.x % WARP_SIZE;
+    const int row = blockIdx.x * (blockDim.x / WARP_SIZE) + threadIdx.x / WARP_SIZE;
+    if (row >= BT) return;
+    const float *dy = dout + (size_t)row * C, *x = inp + (size_t)row * C;
+    float *dx = dinp + (size_t)row * C;
+    const float m = mean[row], s = rstd[row];
+    float g_sum = 0.0f, g_xhat_sum = 0.0f;
+    for (int i = lane; i < C; i += WARP_SIZE) {
+        float xhat = (x[i] - m) * s, g = dy[i] * weight[i];
+        g_sum += g;
+        g_xhat_sum += g * xhat;
+    }
+    const float g_mean = warp_sum(g_sum) / C, g_xhat_mean = warp_sum(g_xhat_sum) / C;
+    for (int i = lane; i < C; i += WARP_SIZE) {
+        float xhat = (x[i] - m) * s, g = dy[i] * weight[i];
+        dx[i] += s * (g - g_mean - xhat * g_xhat_mean);
+    }
+}
+
+// Partial column sums of xhat*dout (dweight) and dout (dbias) over one chunk
+// of rows. Block (LN_COLS, LN_ROW_LANES): threadIdx.x is the channel, so a
+// warp reads 32 consecutive channels of one row; threadIdx.y takes every 8th
+// row. The 8 per-thread sums are then added in y order through shared memory.
+__global__ void layernorm_backward_params_partial_kernel_v1(float *partial_dw, float *partial_db,
+                                                            const float *dout, const float *inp,
+                                                            const float *mean, const float *rstd,
+                                                            int BT, int C) {
+    __shared__ float sum_dw[LN_ROW_LANES][LN_COLS], sum_db[LN_ROW_LANES][LN_COLS];
+    const int c = blockIdx.x * LN_COLS + threadIdx.x;
+    const int chunk = blockIdx.y;
+    const int row_end = min(BT, (chunk + 1) * LN_ROWS_PER_CHUNK);
+    float dw = 0.0f, db = 0.0f;
+    if (c < C) {
+        for (int r = chunk * LN_ROWS_PER_CHUNK + threadIdx.y; r < row_end; r += LN_ROW_LANES) {
+            float dy = dout[(size_t)r * C + c];
+            float xhat = (inp[(size_t)r * C + c] - mean[r]) * rstd[r];
+            dw += xhat * dy;
+            db += dy;
+        }
+    }
+    sum_dw[threadIdx.y][threadIdx.x] = dw;
+    sum_db[threadIdx.y][threadIdx.x] = db;
+    __syncthreads();
+    if (threadIdx.y == 0 && c < C) {
+        for (int k = 1; k < LN_ROW_LANES; k++) {
+            dw += sum_dw[k][threadIdx.x];
+            db += sum_db[k][threadIdx.x];
+        }
+        partial_dw[(size_t)chunk * C + c] = dw;
+        partial_db[(size_t)chunk * C + c] = db;
+    }
+}
+
+// One thread per channel adds the chunks' partials in chunk order.
+__global__ void layernorm_backward_params_reduce_kernel_v1(float *dweight, float *dbias,
+                                                           const float *partial_dw,
+                                                           const float *partial_db, int chunks,
+                                                           int C) {
+    const int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= C) return;
+    float dw = 0.0f, db = 0.0f;
+    for (int k = 0; k < chunks; k++) {
+        dw += partial_dw[(size_t)k * C + c];
+        db += partial_db[(size_t)k * C + c];
+    }
+    dweight[c] += dw;
+    dbias[c] += db;
+}
+
+extern "C" size_t layernorm_backward_scratch_floats(int B, int T, int C) {
+    return 2 * (size_t)num_chunks(B * T) * C;
+}
+
+extern "C" void layernorm_backward_v1(const GpuContext *ctx, float *dinp, float *dweight,
+                                      float *dbias, float *scratch, const float *dout,
+                                      const float *inp, const float *weight, const float *mean,
+                                      const float *rstd, int B, int T, int C) {
+    const int BT = B * T, chunks = num_chunks(BT);
+    const int threads = 256, rows_per_block = threads / WARP_SIZE;
+    layernorm_backward_dinp_kernel_v1<<<blocks_for(BT, rows_per_block), threads, 0,
+                                        ctx->stream>>>(dinp, dout, inp, weight, mean, rstd, BT,
+                                                       C);
+    gpu_check_launch(ctx, "layernorm_backward_dinp_kernel_v1");
+
+    float *partial_dw = scratch, *partial_db = scratch + (size_t)chunks * C;
+    dim3 grid(blocks_for(C, LN_COLS), chunks), block(LN_COLS, LN_ROW_LANES);
+    layernorm_backward_params_partial_kernel_v1<<<grid, block, 0, ctx->stream>>>(
+        partial_dw, partial_db, dout, inp, mean, rstd, BT, C);
+    gpu_check_launch(ctx, "layernorm_backward_params_partial_kernel_v1");
+    layernorm_backward_params_reduce_kernel_v1<<<blocks_for(C, threads), threads, 0,
+                                                 ctx->stream>>>(dweight, dbias, partial_dw,
+                                                                partial_db, chunks, C);
+    gpu_check_launch(ctx, "layernorm_backward_params_reduce_kernel_v1");
+}

@@ -1,0 +1,69 @@
+// test_kernels_adamw.c: adamw_update_v1, grad_norm_v1 and scale_v1 against
+// common/optimizer.c.
+#include "adamw.h"
+#include "gpu_test.h"
+#include "optimizer.h"
+
+// The same formula; nvcc fuses b*m + (1-b)*g into one fused multiply-add
+// (one rounding instead of two), so m and v may differ in the last bit, and
+// the parameters by about an ulp. 1e-6 of the tensors' scale covers that.
+#define ADAMW_TOL 1e-6
+// The norm: float partial sums on the GPU against a double sum on the CPU.
+#define GRAD_NORM_TOL 1e-5
+
+TestSuite(kernels_adamw, .init = gpu_test_init, .fini = gpu_test_fini);
+
+static void check_adamw(int decay, uint64_t seed) {
+    const size_t n = 10007;
+    Rng rng;
+    rng_seed(&rng, seed);
+    float *params = gt_random(n, -1, 1, &rng), *m = gt_random(n, -0.01f, 0.01f, &rng);
+    float *v = gt_random(n, 1e-6f, 1e-4f, &rng);
+    float *d_params = gt_upload(params, n), *d_m = gt_upload(m, n), *d_v = gt_upload(v, n);
+    AdamWConfig cfg = adamw_default_config();
+    // Three steps with fresh gradients, so that the bias corrections change
+    // with t and the moments carry over.
+    for (int t = 1; t <= 3; t++) {
+        float *grads = gt_random(n, -0.1f, 0.1f, &rng);
+        const float lr = 6e-4f * (float)t;
+        adamw_update(params, grads, m, v, n, lr, &cfg, decay, t);
+        adamw_update_v1(&gt_ctx, d_params, gt_upload(grads, n), d_m, d_v, n, lr, &cfg, decay, t);
+    }
+    gt_compare("adamw params", gt_download(d_params, n), params, n, ADAMW_TOL);
+    gt_compare("adamw m", gt_download(d_m, n), m, n, ADAMW_TOL);
+    gt_compare("adamw v", gt_download(d_v, n), v, n, ADAMW_TOL);
+}
+
+Test(kernels_adamw, update_matches_cpu_with_decay) { check_adamw(1, 1); }
+Test(kernels_adamw, update_matches_cpu_without_decay) { check_adamw(0, 2); }
+
+static void check_grad_norm(size_t n, uint64_t seed) {
+    Rng rng;
+    rng_seed(&rng, seed);
+    float *grads = gt_random(n, -1, 1, &rng);
+    float ref = grad_global_norm(grads, n);
+    float *d_grads = gt_upload(grads, n), *d_norm = gt_device_poisoned(1);
+    float *d_scratch = gt_device_poisoned(GRAD_NORM_MAX_BLOCKS);
+    grad_norm_v1(&gt_ctx, d_norm, d_scratch, d_grads, n);
+    float *first = gt_download(d_norm, 1);
+    gt_compare("grad norm", first, &ref, 1, GRAD_NORM_TOL);
+    grad_norm_v1(&gt_ctx, d_norm, d_scratch, d_grads, n);
+    gt_assert_identical("grad norm, two runs", first, gt_download(d_norm, 1), 1);
+}
+
+Test(kernels_adamw, grad_norm_matches_cpu_small) { check_grad_norm(1001, 3); }
+
+// More values than 1024 blocks of 256 threads: the grid-stride loop runs.
+Test(kernels_adamw, grad_norm_matches_cpu_large) { check_grad_norm(300007, 4); }
+
+Test(kernels_adamw, scale_is_bit_identical_to_cpu) {
+    const size_t n = 10007;
+    Rng rng;
+    rng_seed(&rng, 5);
+    float *x = gt_random(n, -1, 1, &rng);
+    float *d_x = gt_upload(x, n);
+    const float factor = grad_clip_factor(3.7f, 1.0f);
+    scale_values(x, n, factor);
+    scale_v1(&gt_ctx, d_x, n, factor);
+    gt_assert_identical("scaled values", gt_download(d_x, n), x, n);
+}
