@@ -9,7 +9,8 @@ SHELL   := /bin/bash
 CC      ?= gcc
 WERROR  ?= -Werror
 CFLAGS  ?= -O2 -g
-CFLAGS  += -std=c11 -Wall -Wextra -Wshadow $(WERROR) -fopenmp -Icommon -MMD -MP
+CFLAGS  += -std=c11 -Wall -Wextra -Wshadow $(WERROR) -fopenmp -Icommon -MMD -MP \
+           -I$(CUDA_HOME)/include -Ikernels
 LDLIBS  := -lutf8proc -lm -fopenmp
 
 BUILD := build
@@ -80,7 +81,6 @@ $(LIBKERNELS): $(KERNEL_OBJS)
 	@mkdir -p $(dir $@)
 	rm -f $@ && $(AR) rcs $@ $^
 
-$(BUILD)/obj/tests/gpu/%.o: CFLAGS += -I$(CUDA_HOME)/include -Ikernels
 $(GPU_TESTS): $(GPU_TEST_OBJS) $(LIBKERNELS) $(LIBCOMMON)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $^ -o $@ -lcriterion $(CUDA_LIBS) $(LDLIBS)

@@ -1,0 +1,77 @@
+// chapters.c: see chapters.h.
+#include "chapters.h"
+
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
+// The table. Adding a chapter is adding a row here and its field in
+// Optimizations, plus an entry in SWITCHES.
+static const Chapter CHAPTERS[] = {
+    {0, "00_baseline", "The FP32 baseline", NULL},
+    {1, "01_tensor_cores", "Tensor cores (TF32)", "tensor-cores"},
+};
+#define NUM_CHAPTERS ((int)(sizeof CHAPTERS / sizeof CHAPTERS[0]))
+
+// Each switch's name and where its field lives.
+typedef struct {
+    const char *name;
+    size_t offset;
+} Switch;
+
+static const Switch SWITCHES[] = {
+    {"tensor-cores", offsetof(Optimizations, tensor_cores)},
+};
+#define NUM_SWITCHES ((int)(sizeof SWITCHES / sizeof SWITCHES[0]))
+
+static int *field(Optimizations *o, const Switch *s) { return (int *)((char *)o + s->offset); }
+static int value_of(const Optimizations *o, const Switch *s) {
+    return *(const int *)((const char *)o + s->offset);
+}
+
+int chapter_count(void) { return NUM_CHAPTERS; }
+
+const Chapter *chapter_get(int number) {
+    for (int i = 0; i < NUM_CHAPTERS; i++)
+        if (CHAPTERS[i].number == number) return &CHAPTERS[i];
+    return NULL;
+}
+
+static const Switch *find_switch(const char *name) {
+    for (int i = 0; i < NUM_SWITCHES; i++)
+        if (!strcmp(SWITCHES[i].name, name)) return &SWITCHES[i];
+    return NULL;
+}
+
+Optimizations chapter_optimizations(int number) {
+    Optimizations o;
+    memset(&o, 0, sizeof o);
+    for (int i = 0; i < NUM_CHAPTERS && CHAPTERS[i].number <= number; i++)
+        if (CHAPTERS[i].switch_name) *field(&o, find_switch(CHAPTERS[i].switch_name)) = 1;
+    return o;
+}
+
+int optimizations_apply_flag(Optimizations *o, const char *flag) {
+    if (strncmp(flag, "--", 2) != 0) return 0;
+    const char *name = flag + 2;
+    int value = 1;
+    if (!strncmp(name, "no-", 3)) name += 3, value = 0;
+    const Switch *s = find_switch(name);
+    if (!s) return 0;
+    *field(o, s) = value;
+    return 1;
+}
+
+void chapters_print_table(void) {
+    printf("chapter  switch             title\n");
+    for (int i = 0; i < NUM_CHAPTERS; i++)
+        printf("%7d  %-17s  %s\n", CHAPTERS[i].number,
+               CHAPTERS[i].switch_name ? CHAPTERS[i].switch_name : "-", CHAPTERS[i].title);
+}
+
+void optimizations_print(const Optimizations *o) {
+    printf("optimizations:");
+    for (int i = 0; i < NUM_SWITCHES; i++)
+        printf(" %s%s", value_of(o, &SWITCHES[i]) ? "+" : "-", SWITCHES[i].name);
+    printf("\n");
+}

@@ -1,0 +1,35 @@
+// chapters.h: the book's chapters as one table. Chapter N is chapter N-1 with
+// one more optimization switched on; `--chapter N` selects a row, and a named
+// switch (`--tensor-cores`, `--no-tensor-cores`, ...) overrides one field
+// afterwards, which is how ablations are run.
+#ifndef CHAPTERS_H
+#define CHAPTERS_H
+
+// One field per optimization, each 0 (off) or 1 (on). A chapter's row sets
+// its own field; every earlier row's field stays on.
+typedef struct {
+    int tensor_cores;  // 01: fp32 GEMMs on the tensor cores, in TF32
+} Optimizations;
+
+typedef struct {
+    int number;
+    const char *slug;    // its folder: chapters/<slug>/
+    const char *title;
+    const char *switch_name;  // the flag it turns on (NULL for the baseline)
+} Chapter;
+
+int chapter_count(void);
+const Chapter *chapter_get(int number);  // NULL when there is no such chapter
+
+// The optimizations of chapter `number`: every switch of rows 1..number on.
+Optimizations chapter_optimizations(int number);
+
+// Applies "--NAME" (on) or "--no-NAME" (off) when NAME is a switch. Returns
+// 1 when `flag` was a switch, 0 when it is not one.
+int optimizations_apply_flag(Optimizations *o, const char *flag);
+
+// Prints the table (`--list-chapters`), and one line with the switches' state.
+void chapters_print_table(void);
+void optimizations_print(const Optimizations *o);
+
+#endif
