@@ -27,7 +27,7 @@ LIBCOMMON    := $(BUILD)/libcommon.a
 TOOL_SRCS := $(wildcard tools/*.c)
 TOOLS     := $(TOOL_SRCS:tools/%.c=$(BUILD)/%)
 
-PROGRAMS := $(COMMON_MAINS:common/%.c=$(BUILD)/%) $(TOOLS)
+PROGRAMS := $(BUILD)/train_gpt2_cpu $(BUILD)/train_gpt2_fp32 $(TOOLS)
 
 # kernels/: CUDA, compiled by nvcc for Hopper (sm_90) into one library that C
 # code reaches through the extern "C" launchers declared in kernels/*.h.
@@ -67,8 +67,13 @@ $(LIBCOMMON): $(COMMON_OBJS)
 	@mkdir -p $(dir $@)
 	rm -f $@ && $(AR) rcs $@ $^
 
-$(BUILD)/train_gpt2%: $(BUILD)/obj/common/train_gpt2%.o $(LIBCOMMON)
+$(BUILD)/train_gpt2_cpu: $(BUILD)/obj/common/train_gpt2_cpu.o $(LIBCOMMON)
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+
+# The GPU trainer, built for fp32 storage (chapters 00-01).
+# libcommon and libkernels call each other: link them as a group.
+$(BUILD)/train_gpt2_fp32: $(BUILD)/obj/common/train_gpt2.o $(LIBKERNELS) $(LIBCOMMON)
+	$(CC) $(CFLAGS) -Wl,--start-group $^ -Wl,--end-group -o $@ $(CUDA_LIBS) $(LDLIBS)
 
 $(BUILD)/%: $(BUILD)/obj/tools/%.o $(LIBCOMMON)
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
@@ -83,7 +88,7 @@ $(LIBKERNELS): $(KERNEL_OBJS)
 
 $(GPU_TESTS): $(GPU_TEST_OBJS) $(LIBKERNELS) $(LIBCOMMON)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $^ -o $@ -lcriterion $(CUDA_LIBS) $(LDLIBS)
+	$(CC) $(CFLAGS) -Wl,--start-group $^ -Wl,--end-group -o $@ -lcriterion $(CUDA_LIBS) $(LDLIBS)
 
 $(CPU_TESTS): $(CPU_TEST_OBJS) $(LIBCOMMON)
 	@mkdir -p $(dir $@)

@@ -1,0 +1,87 @@
+// check_state.c: see check_state.h.
+#include "check_state.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "checkpoint.h"
+#include "debug_state.h"
+#include "gpt2_gpu.h"
+#include "tolerances.h"
+#include "util.h"
+
+Diff diff_tensors(const float *got, const float *ref, size_t n) {
+    Diff d = {0, 0, 0};
+    for (size_t i = 0; i < n; i++) {
+        double diff = fabs((double)got[i] - ref[i]);
+        if (diff > d.max_diff || isnan(diff)) d.max_diff = isnan(diff) ? INFINITY : diff, d.worst = i;
+        if (fabs(ref[i]) > d.max_ref) d.max_ref = fabs(ref[i]);
+    }
+    return d;
+}
+
+// One row of the report; returns 1 when the tensor is out of tolerance.
+static int report(const char *name, Diff d, double tol) {
+    double rel = d.max_ref > 0 ? d.max_diff / d.max_ref : d.max_diff;
+    int bad = !(rel <= tol);
+    printf("%-10s max|diff| %.3e  max|ref| %.3e  relative %.3e  (tolerance %.0e) %s\n", name,
+           d.max_diff, d.max_ref, rel, tol, bad ? "FAIL" : "ok");
+    return bad;
+}
+
+int check_state_run(const char *model_path, const char *state_path, const Optimizations *optim) {
+    char err[ERR_LEN];
+    GPT2Config cfg;
+    float *params;
+    DebugState ds;
+    if (checkpoint_read(model_path, &cfg, &params, err)) die("%s", err);
+    if (debug_state_read(state_path, &cfg, &ds, err)) die("%s", err);
+    printf("check: %s + %s: L=%d H=%d C=%d V=%d (padded %d) %s, B=%d T=%d\n", model_path,
+           state_path, cfg.num_layers, cfg.num_heads, cfg.channels, cfg.vocab_size,
+           cfg.padded_vocab_size, cfg.tied ? "tied" : "untied", ds.B, ds.T);
+
+    GpuContext ctx;
+    gpu_context_init(&ctx, 0);
+    ctx.tensor_cores = optim->tensor_cores;
+    GPT2Gpu model;
+    gpt2_gpu_init(&model, &ctx, &cfg, params, ds.B, ds.T);
+    if (gpt2_gpu_forward(&model, ds.x, ds.y, ds.B, ds.T, err)) die("%s: %s", state_path, err);
+    float loss = gpt2_gpu_read_loss(&model);
+    gpt2_gpu_backward(&model);
+
+    // Logits: ours are (B,T,Vp); the state's are (B,T,V).
+    const size_t BT = (size_t)ds.B * ds.T, V = cfg.vocab_size, Vp = cfg.padded_vocab_size;
+    float *logits = xmalloc(BT * Vp * sizeof(float)), *ours = xmalloc(BT * V * sizeof(float));
+    CUDA_CHECK(cudaMemcpy(logits, model.acts.logits, BT * Vp * sizeof(float), cudaMemcpyDeviceToHost));
+    for (size_t i = 0; i < BT; i++)
+        for (size_t j = 0; j < V; j++) ours[i * V + j] = logits[i * Vp + j];
+    int bad = report("logits", diff_tensors(ours, ds.logits, BT * V), TOL_CHECK_LOGITS_FP32);
+    bad |= report("loss", diff_tensors(&loss, &ds.loss, 1), TOL_CHECK_LOSS_FP32);
+    printf("           ours %.6f, reference %.6f\n", loss, ds.loss);
+
+    // Gradients, tensor by tensor, in the state's (unpadded) layout.
+    float *grads = xmalloc(model.num_params * sizeof(float));
+    float *unpadded = xmalloc(debug_grads_size(&cfg) * sizeof(float));
+    gpt2_gpu_download(&model, model.grads, grads);
+    debug_grads_from_param_layout(&cfg, grads, unpadded);
+    size_t sizes[NUM_PARAM_TENSORS], offset = 0;
+    debug_grad_sizes(&cfg, sizes);
+    for (int t = 0; t < NUM_PARAM_TENSORS; t++) {
+        if (sizes[t] == 0) continue;
+        bad |= report(gpt2_param_names[t],
+                      diff_tensors(unpadded + offset, ds.grads + offset, sizes[t]),
+                      TOL_CHECK_GRADS_FP32);
+        offset += sizes[t];
+    }
+    printf("check: %s\n", bad ? "FAILED" : "passed");
+    free(grads);
+    free(unpadded);
+    free(logits);
+    free(ours);
+    free(params);
+    debug_state_free(&ds);
+    gpt2_gpu_free(&model);
+    gpu_context_free(&ctx);
+    return bad;
+}

@@ -1,0 +1,43 @@
+// tolerances.h: every numerical tolerance of the project, in one table, each
+// with its reason. Tests and the check mode use these names; the book quotes
+// this file.
+//
+// Unless a line says otherwise, a tolerance bounds the error of a whole
+// tensor relative to its scale:
+//     max_i |got_i - ref_i|  <=  tol * max_i |ref_i|
+// which, unlike an element-wise relative error, does not blow up on the
+// elements that happen to be near zero.
+#ifndef TOLERANCES_H
+#define TOLERANCES_H
+
+// The float build of the CPU reference against its double build, on a tiny
+// model at 3x GPT-2's init scale. float keeps 24 bits (relative rounding
+// 6e-8); sums of C terms through a few layers grow that to about 1e-6.
+#define TOL_CPU_F32_VS_F64 1e-5
+
+// A chapter-00 GPU kernel against the CPU reference's same layer, both fp32:
+// they differ only in the order of their sums (tree reductions, cuBLAS's
+// tiling), which moves the last bits: measured <= 9e-7 on the H100.
+#define TOL_GPU_KERNEL_FP32 1e-5
+
+// The whole GPU model in fp32 against the CPU reference on a tiny model:
+// logits, loss, every gradient, and the parameters after 5 AdamW steps.
+// Summation-order differences of each layer compound through the network;
+// 1e-4 leaves an order of magnitude above what we measure (see the
+// chapter-00 text) and far below what any wrong index or missing term gives.
+#define TOL_GPU_MODEL_FP32 1e-4
+
+// --check-state: our fp32 GPT-2 on the GPU against PyTorch's fp32 GPT-2
+// (TF32 off) on the same weights and batch, at the full 124M shape. Two
+// independent implementations with different kernels sum in different
+// orders over up to 50257 (softmax) and B*T = 4096 (weight gradients) terms.
+#define TOL_CHECK_LOGITS_FP32 1e-4
+#define TOL_CHECK_LOSS_FP32 1e-5
+#define TOL_CHECK_GRADS_FP32 1e-3
+
+// TF32 (chapter 01) rounds the GEMMs' inputs to a 10-bit mantissa (relative
+// 2^-11 = 4.9e-4 per operand); a product of two such, summed over C terms,
+// keeps an error of about 1e-3 of the output's scale.
+#define TOL_GPU_MODEL_TF32 5e-3
+
+#endif

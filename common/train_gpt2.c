@@ -1,0 +1,244 @@
+// train_gpt2.c: train GPT-2 on the GPU; the book's main program.
+//
+//   build/train_gpt2_fp32 --chapter 0                 the FP32 baseline
+//   build/train_gpt2_fp32 --chapter 1 --no-tensor-cores   an ablation
+//   build/train_gpt2_fp32 --list-chapters
+//   build/train_gpt2_fp32 --check-state MODEL.bin STATE.bin
+//
+// Every step prints its loss, time, throughput, TFLOP/s, MFU and where the
+// time went; --bench-csv appends the medians of a run to a CSV file.
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check_state.h"
+#include "flops.h"
+#include "tokenizer.h"
+#include "train_gpu.h"
+
+// Flags this program reads before handing the rest to train_options_parse.
+typedef struct {
+    int chapter;
+    Optimizations optim;
+    const char *check_model, *check_state;
+    const char *bench_csv, *bench_label;
+    int bench_warmup;
+    double peak_tflops;  // 0: from the device name
+} GpuFlags;
+
+static int take_gpu_flags(GpuFlags *f, int *argc, char **argv, char *err) {
+    int out = 1;
+    f->optim = chapter_optimizations(f->chapter);
+    // Two passes: --chapter first, so switches given anywhere override it.
+    for (int i = 1; i < *argc; i++)
+        if (!strcmp(argv[i], "--chapter") && i + 1 < *argc) {
+            char *end;
+            long n = strtol(argv[i + 1], &end, 10);
+            if (*end || !chapter_get((int)n))
+                return fail(err, "--chapter: no chapter '%s' (see --list-chapters)", argv[i + 1]);
+            f->chapter = (int)n;
+            f->optim = chapter_optimizations(f->chapter);
+        }
+    for (int i = 1; i < *argc; i++) {
+        const char *a = argv[i];
+        int has_value = i + 1 < *argc;
+        if (!strcmp(a, "--chapter") && has_value) i++;
+        else if (optimizations_apply_flag(&f->optim, a)) continue;
+        else if (!strcmp(a, "--check-state") && i + 2 < *argc)
+            f->check_model = argv[i + 1], f->check_state = argv[i + 2], i += 2;
+        else if (!strcmp(a, "--bench-csv") && has_value) f->bench_csv = argv[++i];
+        else if (!strcmp(a, "--bench-label") && has_value) f->bench_label = argv[++i];
+        else if (!strcmp(a, "--bench-warmup") && has_value) f->bench_warmup = atoi(argv[++i]);
+        else if (!strcmp(a, "--peak-tflops") && has_value) f->peak_tflops = atof(argv[++i]);
+        else argv[out++] = argv[i];
+    }
+    *argc = out;
+    return 0;
+}
+
+static void usage_extra(void) {
+    printf("GPU flags:\n"
+           "  --chapter N           the optimizations of chapter N (default 0)\n"
+           "  --list-chapters       print the chapter table\n"
+           "  --SWITCH, --no-SWITCH turn one optimization on or off after --chapter\n"
+           "  --check-state MODEL STATE  compare with a PyTorch-written debug state\n"
+           "  --bench-csv FILE      append this run's medians to FILE\n"
+           "  --bench-label NAME    the row's label (default chNN)\n"
+           "  --bench-warmup N      steps left out of the medians (default 3)\n"
+           "  --peak-tflops X       the GPU's bf16 dense peak, for MFU (default: detected)\n");
+}
+
+// The defaults of the GPU trainer: GPT-2 124M at B=16, T=1024.
+static TrainOptions gpu_defaults(void) {
+    TrainOptions o = train_options_default();
+    o.model = gpt2_config_124m();
+    o.B = 16;
+    o.T = 1024;
+    o.steps = 50;
+    o.lr = (LrSchedule){.max_lr = 6e-4f, .min_lr_fraction = 0.1f, .warmup_steps = 10,
+                        .total_steps = 50};
+    o.val_every = 25;
+    o.val_batches = 1;
+    o.sample_tokens = 64;
+    o.log_every = 1;
+    return o;
+}
+
+static int compare_doubles(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *x, int n) {
+    qsort(x, n, sizeof *x, compare_doubles);
+    return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
+}
+
+// Per-step numbers kept for the medians of --bench-csv.
+typedef struct {
+    double *ms, *data, *fwd, *bwd, *opt;
+    int n;
+} StepLog;
+
+static void write_bench_row(const GpuFlags *f, const GpuTrainer *tr, StepLog *log,
+                            double flops_tok, double peak, double peak_mem_gib) {
+    int skip = f->bench_warmup < log->n ? f->bench_warmup : 0, n = log->n - skip;
+    double ms = median(log->ms + skip, n);
+    double tok_s = (double)tr->opt.B * tr->opt.T / (ms / 1e3);
+    double tflops = flops_tok * tok_s / 1e12;
+    FILE *fp = fopen(f->bench_csv, "a");
+    if (!fp) die("%s: cannot open for appending", f->bench_csv);
+    char label[32];
+    snprintf(label, sizeof label, "ch%02d", f->chapter);
+    fprintf(fp, "%s,%d,%d,%d,%d,%.2f,%.0f,%.2f,%.4f,%.2f,%.2f,%.2f,%.2f,%.2f\n",
+            f->bench_label ? f->bench_label : label, f->chapter, tr->opt.B, tr->opt.T, n, ms,
+            tok_s, tflops, peak > 0 ? tflops / peak : 0.0, peak_mem_gib,
+            median(log->data + skip, n), median(log->fwd + skip, n), median(log->bwd + skip, n),
+            median(log->opt + skip, n));
+    fclose(fp);
+    printf("bench: %s: median %.2f ms/step over %d steps, %.0f tok/s -> %s\n",
+           f->bench_label ? f->bench_label : label, ms, n, tok_s, f->bench_csv);
+}
+
+static void print_sample(GpuTrainer *tr, const Tokenizer *tok, int n) {
+    int32_t *ids = xmalloc((size_t)(n + 1) * sizeof(int32_t));
+    gpu_trainer_sample(tr, ids, n, tokenizer_eot(tok));
+    printf("---- sample after step %d ----\n", tr->step);
+    for (int i = 1; i <= n; i++) {
+        size_t len;
+        const uint8_t *bytes = tokenizer_token_bytes(tok, ids[i], &len);
+        if (bytes) fwrite(bytes, 1, len, stdout);
+    }
+    printf("\n------------------------------\n");
+    free(ids);
+}
+
+static void print_val_loss(GpuTrainer *tr) {
+    char err[ERR_LEN];
+    float loss;
+    if (gpu_trainer_val_loss(tr, &loss, err)) die("%s", err);
+    printf("step %5d | val loss %.4f\n", tr->step, loss);
+}
+
+static double device_used_gib(void) {
+    size_t free_bytes, total;
+    CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total));
+    return (double)(total - free_bytes) / (1 << 30);
+}
+
+static int train(const GpuFlags *f, const TrainOptions *opt) {
+    char err[ERR_LEN];
+    Tokenizer *tok = NULL;
+    if (opt->sample_tokens > 0 && !(tok = tokenizer_load(opt->encoder_path, opt->bpe_path, err)))
+        die("%s (needed to print samples; --sample-tokens 0 skips them)", err);
+    GpuTrainer tr;
+    if (gpu_trainer_init(&tr, opt, &f->optim, err)) die("%s", err);
+    const GPT2Config *c = &tr.model.config;
+    struct cudaDeviceProp prop;
+    CUDA_CHECK(cudaGetDeviceProperties(&prop, tr.ctx.device));
+    double peak = f->peak_tflops > 0 ? f->peak_tflops : peak_bf16_tflops(prop.name);
+    double flops_tok = flops_per_token(c, opt->T);
+    const Chapter *ch = chapter_get(f->chapter);
+    printf("device: %s, %d SMs; bf16 dense peak %s\n", prop.name, prop.multiProcessorCount,
+           peak > 0 ? "known" : "unknown (MFU not shown; --peak-tflops sets it)");
+    printf("chapter %02d: %s\n", ch->number, ch->title);
+    optimizations_print(&f->optim);
+    printf("model: L=%d H=%d C=%d T=%d V=%d (padded %d), %s, %.2fM parameters, %.2f GiB on the device\n",
+           c->num_layers, c->num_heads, c->channels, c->max_seq_len, c->vocab_size,
+           c->padded_vocab_size, c->tied ? "tied" : "untied", tr.model.num_params / 1e6,
+           tr.model.device_bytes / (double)(1 << 30));
+    printf("batch: B=%d T=%d; %.1f GFLOP per token (6N + 12LCT)\n", opt->B, opt->T,
+           flops_tok / 1e9);
+
+    StepLog log = {0};
+    int steps = opt->steps - tr.step;
+    double *bufs = xcalloc(5 * (size_t)(steps > 0 ? steps : 1), sizeof(double));
+    log.ms = bufs, log.data = bufs + steps, log.fwd = bufs + 2 * steps;
+    log.bwd = bufs + 3 * steps, log.opt = bufs + 4 * steps;
+    double peak_mem = 0;
+    while (tr.step < opt->steps) {
+        if (opt->val_every > 0 && tr.step % opt->val_every == 0) print_val_loss(&tr);
+        GpuStepStats s;
+        if (gpu_trainer_step(&tr, &s, err)) die("%s", err);
+        double used = device_used_gib();
+        if (used > peak_mem) peak_mem = used;
+        log.ms[log.n] = s.ms, log.data[log.n] = s.data_ms, log.fwd[log.n] = s.forward_ms;
+        log.bwd[log.n] = s.backward_ms, log.opt[log.n] = s.optimizer_ms;
+        log.n++;
+        double tok_s = (double)opt->B * opt->T / (s.ms / 1e3);
+        double tflops = flops_tok * tok_s / 1e12;
+        if (tr.step % opt->log_every == 0 || tr.step == opt->steps) {
+            printf("step %5d/%d | loss %.4f | lr %.2e | norm %.3f | %.1f ms | %.0f tok/s | "
+                   "%.1f TFLOP/s",
+                   tr.step, opt->steps, s.loss, s.lr, s.grad_norm, s.ms, tok_s, tflops);
+            if (peak > 0) printf(" | MFU %.1f%%", 100 * tflops / peak);
+            printf(" | %.1f GiB | data %.1f fwd %.1f bwd %.1f opt %.1f ms\n", peak_mem,
+                   s.data_ms, s.forward_ms, s.backward_ms, s.optimizer_ms);
+            fflush(stdout);
+        }
+        if (opt->checkpoint_every > 0 && tr.step % opt->checkpoint_every == 0) {
+            char path[1024];
+            if (gpu_trainer_save(&tr, path, sizeof path, err)) die("%s", err);
+            printf("step %5d | saved %s\n", tr.step, path);
+        }
+    }
+    if (opt->val_every > 0) print_val_loss(&tr);
+    if (f->bench_csv && log.n > 0) write_bench_row(f, &tr, &log, flops_tok, peak, peak_mem);
+    if (tok) print_sample(&tr, tok, opt->sample_tokens);
+    free(bufs);
+    gpu_trainer_free(&tr);
+    if (tok) tokenizer_free(tok);
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    char err[ERR_LEN];
+    GpuFlags f = {.chapter = 0, .bench_warmup = 3};
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--list-chapters")) {
+            chapters_print_table();
+            return 0;
+        }
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            train_options_usage(argv[0]);
+            usage_extra();
+            return 0;
+        }
+    }
+    if (take_gpu_flags(&f, &argc, argv, err)) {
+        fprintf(stderr, "error: %s\n", err);
+        return 2;
+    }
+    if (gpu_device_count() == 0) {
+        fprintf(stderr, "error: no CUDA device: %s needs an NVIDIA GPU and its driver "
+                        "(build/train_gpt2_cpu trains on the CPU)\n", argv[0]);
+        return 1;
+    }
+    if (f.check_model) return check_state_run(f.check_model, f.check_state, &f.optim) ? 1 : 0;
+    TrainOptions opt = gpu_defaults();
+    if (train_options_parse(&opt, argc, argv, err)) {
+        fprintf(stderr, "error: %s\n", err);
+        return 2;
+    }
+    return train(&f, &opt);
+}
