@@ -21,23 +21,36 @@
 #define TOL_GPU_KERNEL_FP32 1e-5
 
 // The whole GPU model in fp32 against the CPU reference on a tiny model:
-// logits, loss, every gradient, and the parameters after 5 AdamW steps.
-// Summation-order differences of each layer compound through the network;
-// 1e-4 leaves an order of magnitude above what we measure (see the
-// chapter-00 text) and far below what any wrong index or missing term gives.
+// logits, loss, every gradient, and the losses of 5 training steps.
+// Summation-order differences of each layer compound through the network:
+// measured at most 1.6e-6 (H100, 2026-11-20); 1e-4 leaves a wide margin and
+// stays far below what a wrong index or a missing term gives (~1e-1).
 #define TOL_GPU_MODEL_FP32 1e-4
+
+// The parameters after 5 AdamW steps, GPU against CPU, relative to the
+// largest parameter. Adam divides each gradient by its own running RMS, so a
+// gradient element near zero, whose few remaining bits are summation-order
+// noise, still moves its parameter by up to lr per step: the two runs can
+// differ by a fraction of lr * steps wherever gradients are tiny. Measured
+// 1.1e-4 (H100, 2026-11-20, lr 1e-3, 5 steps); the update arithmetic itself
+// is checked element by element in the AdamW kernel test, to 1e-6.
+#define TOL_GPU_ADAMW_STEPS_FP32 1e-3
 
 // --check-state: our fp32 GPT-2 on the GPU against PyTorch's fp32 GPT-2
 // (TF32 off) on the same weights and batch, at the full 124M shape. Two
 // independent implementations with different kernels sum in different
 // orders over up to 50257 (softmax) and B*T = 4096 (weight gradients) terms.
+// Measured at B=4, T=1024 (H100, 2026-11-20): logits 2.2e-6, every gradient
+// at most 2.1e-6, the loss identical to the printed digits. The tolerances
+// leave a margin of about 50x.
 #define TOL_CHECK_LOGITS_FP32 1e-4
 #define TOL_CHECK_LOSS_FP32 1e-5
-#define TOL_CHECK_GRADS_FP32 1e-3
+#define TOL_CHECK_GRADS_FP32 1e-4
 
 // TF32 (chapter 01) rounds the GEMMs' inputs to a 10-bit mantissa (relative
 // 2^-11 = 4.9e-4 per operand); a product of two such, summed over C terms,
-// keeps an error of about 1e-3 of the output's scale.
+// keeps an error of about 1e-3 of the output's scale: measured at most 1.9e-3
+// on the tiny model (H100, 2026-11-20).
 #define TOL_GPU_MODEL_TF32 5e-3
 
 #endif

@@ -1,0 +1,753 @@
+#!/usr/bin/env python3
+"""pytorch_reference.py: our GPT-2 written in plain PyTorch, as an outside
+reference for the C/CUDA trainer: it writes llm.c-format model checkpoints and
+debug states for the trainer's check mode, and it times PyTorch's training
+step in the recipes the book compares against.
+
+The model below is written for this project (no HuggingFace, no nanoGPT) and
+computes exactly what common/gpt2_cpu_layers.inc computes:
+  * token + position embedding;
+  * L blocks of  x = x + attn(ln1(x));  x = x + mlp(ln2(x)),
+    layernorm eps 1e-5 (biased variance), attention scores scaled by
+    1/sqrt(hs) with a causal mask, MLP  C -> 4C -> C  with GELU's tanh form;
+  * a final layernorm and logits = x @ lm_head^T (lm_head is wte when tied);
+  * the mean cross-entropy over the first V of the Vp logits: the padding
+    rows of wte and lm_head are not tokens, so their logits are sliced off
+    before the softmax, and their gradients are zero.
+Parameters are per-layer modules here; the checkpoint stacks them over L, in
+common/gpt2_config.h's order:
+  wte (Vp,C) wpe (T,C) ln1w ln1b (L,C) qkvw (L,3C,C) qkvb (L,3C)
+  attprojw (L,C,C) attprojb ln2w ln2b (L,C) fcw (L,4C,C) fcb (L,4C)
+  fcprojw (L,C,4C) fcprojb (L,C) lnfw lnfb (C) [lm_head (Vp,C) when untied]
+
+Commands (from the repository root; `--help` on each for every option):
+
+  # a checkpoint and a debug state (one batch: inputs, targets, logits, loss,
+  # gradients) for a tiny model, in FP32 with TF32 off
+  python3 tools/pytorch_reference.py write-state --out-model M.bin --out-state S.bin \
+      --B 4 --T 32 --layers 2 --heads 4 --channels 64 --max-seq-len 32 --vocab 256
+
+  # the same for the 124M model, on a batch from a token shard, plus the loss
+  # of 10 AdamW steps on that batch
+  python3 tools/pytorch_reference.py write-state --out-model M.bin --out-state S.bin \
+      --B 4 --T 64 --tokens data/tinyshakespeare/tiny_shakespeare_val.bin \
+      --steps 10 --lr 1e-4 --out-losses losses.txt
+
+  # re-read both files and recompute them, reporting the largest differences
+  python3 tools/pytorch_reference.py verify --model M.bin --state S.bin
+
+  # time PyTorch's training step (see bench's docstring for the modes)
+  python3 tools/pytorch_reference.py bench --mode compile-bf16-flash --B 16 --T 1024 \
+      --steps 30 --warmup 10 --out-csv results/pytorch.csv --label pytorch-best
+
+File formats (little-endian, as common/checkpoint.h and common/debug_state.h):
+  checkpoint   256 int32 header: [0]=20240326 [1]=3 [2]=max_seq_len [3]=V [4]=L
+               [5]=H [6]=C [7]=Vp [8]=1 if untied else 0, the rest 0; then every
+               tensor above as float32, wte and lm_head with Vp rows (padding 0).
+  debug state  256 int32 header: [0]=20240327 [1]=2 [2]=B [3]=T, the rest 0;
+               then x (B*T int32), y (B*T int32), logits (B*T*V float32, V
+               UNPADDED), the loss (1 float32), and the gradient of every tensor
+               in checkpoint order, wte's and lm_head's with V rows (unpadded).
+               When tied, wte's gradient holds both of its uses.
+  token shard  (--tokens) 256 int32 header: [0]=20240520 [1]=1 [2]=count; then
+               count uint16 tokens. The batch is B*T+1 consecutive tokens from
+               --token-offset: x = tokens[:-1], y = tokens[1:], row-major (B,T).
+  losses       (--out-losses) one line per step: "step loss", the loss of the
+               forward pass before that step's update (step 0 is the debug
+               state's loss), loss printed with 9 significant digits.
+Both .bin files are written to a temporary file in the same folder and renamed.
+
+Randomness: the weights come from a CPU torch.Generator seeded with --seed and
+the random batch from one seeded with --seed + 1, so a run on the CPU and one
+on a GPU write the same weights and the same batch.
+"""
+import argparse
+import math
+import os
+import statistics
+import sys
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+CHECKPOINT_MAGIC, CHECKPOINT_VERSION_FP32 = 20240326, 3
+DEBUG_STATE_MAGIC, DEBUG_STATE_VERSION = 20240327, 2
+SHARD_MAGIC, SHARD_VERSION = 20240520, 1
+HEADER_INTS = 256
+HEADER_BYTES = HEADER_INTS * 4
+
+PARAM_NAMES = ["wte", "wpe", "ln1w", "ln1b", "qkvw", "qkvb", "attprojw", "attprojb", "ln2w",
+               "ln2b", "fcw", "fcb", "fcprojw", "fcprojb", "lnfw", "lnfb", "lm_head"]
+# Weight decay applies to matrices only: gpt2_param_is_decayed in common/gpt2_config.c.
+DECAYED = {"wte", "wpe", "qkvw", "attprojw", "fcw", "fcprojw", "lm_head"}
+
+
+# ---- the model ---------------------------------------------------------------
+@dataclass
+class GPT2Config:
+    max_seq_len: int = 1024
+    vocab_size: int = 50257
+    padded_vocab_size: int = 50257
+    num_layers: int = 12
+    num_heads: int = 12
+    channels: int = 768
+    tied: bool = False
+
+    def validate(self):
+        c = self
+        for name in ("max_seq_len", "vocab_size", "num_layers", "num_heads", "channels"):
+            if getattr(c, name) <= 0:
+                raise ValueError(f"{name} must be positive, got {getattr(c, name)}")
+        if c.padded_vocab_size < c.vocab_size:
+            raise ValueError(f"padded vocab ({c.padded_vocab_size}) is smaller than the vocab "
+                             f"({c.vocab_size})")
+        if c.channels % c.num_heads:
+            raise ValueError(f"channels ({c.channels}) must be divisible by heads ({c.num_heads})")
+
+    def tensor_shapes(self, vocab_rows=None):
+        """(name, shape) of the 17 tensors in checkpoint order; lm_head is left
+        out when tied. vocab_rows replaces Vp (the debug state uses V)."""
+        Vr = self.padded_vocab_size if vocab_rows is None else vocab_rows
+        T, L, C = self.max_seq_len, self.num_layers, self.channels
+        shapes = [("wte", (Vr, C)), ("wpe", (T, C)), ("ln1w", (L, C)), ("ln1b", (L, C)),
+                  ("qkvw", (L, 3 * C, C)), ("qkvb", (L, 3 * C)), ("attprojw", (L, C, C)),
+                  ("attprojb", (L, C)), ("ln2w", (L, C)), ("ln2b", (L, C)),
+                  ("fcw", (L, 4 * C, C)), ("fcb", (L, 4 * C)), ("fcprojw", (L, C, 4 * C)),
+                  ("fcprojb", (L, C)), ("lnfw", (C,)), ("lnfb", (C,))]
+        if not self.tied:
+            shapes.append(("lm_head", (Vr, C)))
+        return shapes
+
+
+class CausalSelfAttention(nn.Module):
+    """Multi-head causal self-attention. qkv holds q, k, v one after another
+    along the output features, each split into heads of hs = C/H channels.
+    attention="manual" materializes the (B,H,T,T) scores, masks, softmaxes and
+    multiplies by v (chapter 00's algorithm); "sdpa" calls
+    F.scaled_dot_product_attention (flash attention on a recent GPU)."""
+
+    def __init__(self, cfg, attention="manual"):
+        super().__init__()
+        self.n_head, self.attention = cfg.num_heads, attention
+        self.qkv = nn.Linear(cfg.channels, 3 * cfg.channels)
+        self.proj = nn.Linear(cfg.channels, cfg.channels)
+        if attention == "manual":
+            mask = torch.ones(cfg.max_seq_len, cfg.max_seq_len, dtype=torch.bool).tril()
+            self.register_buffer("causal", mask, persistent=False)
+
+    def forward(self, x):
+        B, T, C = x.shape
+        hs = C // self.n_head
+        q, k, v = self.qkv(x).split(C, dim=2)
+        q, k, v = (t.view(B, T, self.n_head, hs).transpose(1, 2) for t in (q, k, v))  # (B,H,T,hs)
+        if self.attention == "manual":
+            scores = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hs))  # (B,H,T,T)
+            scores = scores.masked_fill(~self.causal[:T, :T], float("-inf"))
+            y = F.softmax(scores, dim=-1) @ v
+        else:
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        y = y.transpose(1, 2).contiguous().view(B, T, C)
+        return self.proj(y)
+
+
+class MLP(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.fc = nn.Linear(cfg.channels, 4 * cfg.channels)
+        self.gelu = nn.GELU(approximate="tanh")
+        self.proj = nn.Linear(4 * cfg.channels, cfg.channels)
+
+    def forward(self, x):
+        return self.proj(self.gelu(self.fc(x)))
+
+
+class Block(nn.Module):
+    def __init__(self, cfg, attention):
+        super().__init__()
+        self.ln1 = nn.LayerNorm(cfg.channels, eps=1e-5)
+        self.attn = CausalSelfAttention(cfg, attention)
+        self.ln2 = nn.LayerNorm(cfg.channels, eps=1e-5)
+        self.mlp = MLP(cfg)
+
+    def forward(self, x):
+        x = x + self.attn(self.ln1(x))
+        return x + self.mlp(self.ln2(x))
+
+
+class GPT2(nn.Module):
+    def __init__(self, cfg, attention="manual"):
+        super().__init__()
+        cfg.validate()
+        self.cfg = cfg
+        self.wte = nn.Embedding(cfg.padded_vocab_size, cfg.channels)
+        self.wpe = nn.Embedding(cfg.max_seq_len, cfg.channels)
+        self.blocks = nn.ModuleList(Block(cfg, attention) for _ in range(cfg.num_layers))
+        self.lnf = nn.LayerNorm(cfg.channels, eps=1e-5)
+        self.lm_head = nn.Linear(cfg.channels, cfg.padded_vocab_size, bias=False)
+        if cfg.tied:
+            self.lm_head.weight = self.wte.weight
+
+    def forward(self, idx, targets=None):
+        """logits (B,T,Vp) and, given targets, the mean cross-entropy over the
+        first V logits of each position."""
+        B, T = idx.shape
+        if T > self.cfg.max_seq_len:
+            raise ValueError(f"T={T} exceeds max_seq_len={self.cfg.max_seq_len}")
+        x = self.wte(idx) + self.wpe(torch.arange(T, device=idx.device))
+        for block in self.blocks:
+            x = block(x)
+        logits = self.lm_head(self.lnf(x))
+        if targets is None:
+            return logits, None
+        V = self.cfg.vocab_size
+        loss = F.cross_entropy(logits[..., :V].reshape(-1, V).float(), targets.reshape(-1))
+        return logits, loss
+
+    # -- the checkpoint's view: 17 tensors stacked over layers --------------------
+    def tensor_lists(self):
+        """For each checkpoint tensor, in order, its name and the parameters it
+        stacks (one for wte, wpe, lnf*, lm_head; L for the per-layer ones)."""
+        bl = self.blocks
+        out = [("wte", [self.wte.weight]), ("wpe", [self.wpe.weight]),
+               ("ln1w", [b.ln1.weight for b in bl]), ("ln1b", [b.ln1.bias for b in bl]),
+               ("qkvw", [b.attn.qkv.weight for b in bl]), ("qkvb", [b.attn.qkv.bias for b in bl]),
+               ("attprojw", [b.attn.proj.weight for b in bl]),
+               ("attprojb", [b.attn.proj.bias for b in bl]),
+               ("ln2w", [b.ln2.weight for b in bl]), ("ln2b", [b.ln2.bias for b in bl]),
+               ("fcw", [b.mlp.fc.weight for b in bl]), ("fcb", [b.mlp.fc.bias for b in bl]),
+               ("fcprojw", [b.mlp.proj.weight for b in bl]),
+               ("fcprojb", [b.mlp.proj.bias for b in bl]),
+               ("lnfw", [self.lnf.weight]), ("lnfb", [self.lnf.bias])]
+        if not self.cfg.tied:
+            out.append(("lm_head", [self.lm_head.weight]))
+        return out
+
+    def checkpoint_tensors(self, grads=False):
+        """The 17 (16 when tied) tensors in checkpoint order and shape, as float32
+        on the CPU: the parameters, or with grads=True their gradients."""
+        per_layer = set(PARAM_NAMES[2:14])
+        result = []
+        for name, params in self.tensor_lists():
+            ts = [(p.grad if grads else p).detach().float().cpu() for p in params]
+            result.append((name, torch.stack(ts) if name in per_layer else ts[0]))
+        return result
+
+    @torch.no_grad()
+    def load_checkpoint_tensors(self, tensors):
+        """The inverse of checkpoint_tensors: tensors is [(name, array)]."""
+        per_layer = set(PARAM_NAMES[2:14])
+        for (name, params), (name2, value) in zip(self.tensor_lists(), tensors):
+            assert name == name2, (name, name2)
+            value = torch.as_tensor(value)
+            for l, p in enumerate(params):
+                p.copy_(value[l] if name in per_layer else value)
+
+    @torch.no_grad()
+    def init_weights(self, seed):
+        """GPT-2's initialization, seeded: normal(0, 0.02) for wte (real rows
+        only: padding rows are 0), wpe, lm_head (real rows) and the weights of
+        qkv and fc; normal(0, 0.02/sqrt(2L)) for the two projections into the
+        residual stream (attention proj, MLP proj); biases 0, layernorm scales 1.
+        Drawn on the CPU in checkpoint order, so every device gets the same."""
+        gen = torch.Generator().manual_seed(seed)
+        std, residual_std = 0.02, 0.02 / math.sqrt(2 * self.cfg.num_layers)
+        V = self.cfg.vocab_size
+        for name, params in self.tensor_lists():
+            for p in params:
+                if name in ("ln1w", "ln2w", "lnfw"):
+                    value = torch.ones(p.shape)
+                elif name.endswith("b"):  # every bias and layernorm shift
+                    value = torch.zeros(p.shape)
+                elif name in ("wte", "lm_head"):
+                    value = torch.zeros(p.shape)
+                    value[:V] = torch.randn((V, p.shape[1]), generator=gen) * std
+                elif name in ("attprojw", "fcprojw"):
+                    value = torch.randn(p.shape, generator=gen) * residual_std
+                else:
+                    value = torch.randn(p.shape, generator=gen) * std
+                p.copy_(value)
+
+    def param_groups(self, weight_decay):
+        """AdamW groups: weight decay on the matrices (DECAYED), none elsewhere."""
+        decay, no_decay = [], []
+        for name, params in self.tensor_lists():
+            (decay if name in DECAYED else no_decay).extend(params)
+        return [{"params": decay, "weight_decay": weight_decay},
+                {"params": no_decay, "weight_decay": 0.0}]
+
+    def num_params(self):
+        """Every parameter counted once (tied: wte once), padding rows included:
+        gpt2_num_params in common/gpt2_config.c."""
+        return sum(p.numel() for p in self.parameters())
+
+
+# ---- files -------------------------------------------------------------------
+def header(*values):
+    h = np.zeros(HEADER_INTS, dtype="<i4")
+    h[:len(values)] = values
+    return h
+
+
+def write_atomically(path, chunks):
+    """Writes the numpy arrays / tensors in chunks to path through path.tmp.PID
+    and a rename, so a reader never sees half a file."""
+    tmp = f"{path}.tmp.{os.getpid()}"
+    try:
+        with open(tmp, "wb") as f:
+            for c in chunks:
+                if isinstance(c, torch.Tensor):
+                    c = c.detach().cpu().contiguous().numpy()
+                f.write(np.ascontiguousarray(c).astype(c.dtype.newbyteorder("<")).tobytes())
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
+
+
+def write_checkpoint(path, model):
+    c = model.cfg
+    h = header(CHECKPOINT_MAGIC, CHECKPOINT_VERSION_FP32, c.max_seq_len, c.vocab_size,
+               c.num_layers, c.num_heads, c.channels, c.padded_vocab_size, 0 if c.tied else 1)
+    write_atomically(path, [h] + [t.float() for _, t in model.checkpoint_tensors()])
+
+
+def write_debug_state(path, model, x, y, logits, loss):
+    c, (B, T) = model.cfg, x.shape
+    V = c.vocab_size
+    grads = []
+    for name, g in model.checkpoint_tensors(grads=True):
+        grads.append(g[:V] if name in ("wte", "lm_head") else g)  # drop the padding rows
+    chunks = [header(DEBUG_STATE_MAGIC, DEBUG_STATE_VERSION, B, T),
+              x.to(torch.int32), y.to(torch.int32),
+              logits[..., :V].float(), torch.tensor([loss], dtype=torch.float32)] + grads
+    write_atomically(path, chunks)
+
+
+class FileError(Exception):
+    pass
+
+
+def read_header(path, f, magic, version):
+    raw = f.read(HEADER_BYTES)
+    if len(raw) != HEADER_BYTES:
+        raise FileError(f"{path}: shorter than its {HEADER_BYTES}-byte header")
+    h = np.frombuffer(raw, dtype="<i4")
+    if h[0] != magic:
+        raise FileError(f"{path}: magic {h[0]}, expected {magic}")
+    if h[1] != version:
+        raise FileError(f"{path}: version {h[1]}, expected {version}")
+    return h
+
+
+def check_length(path, expected):
+    size = os.path.getsize(path)
+    if size != expected:
+        raise FileError(f"{path}: {size} bytes, expected {expected}")
+
+
+def read_array(path, f, dtype, count):
+    a = np.fromfile(f, dtype=dtype, count=count)
+    if a.size != count:
+        raise FileError(f"{path}: truncated")
+    return a
+
+
+def read_checkpoint(path):
+    """Returns (GPT2Config, [(name, float32 array)]) after checking the header
+    and the file's exact length."""
+    with open(path, "rb") as f:
+        h = read_header(path, f, CHECKPOINT_MAGIC, CHECKPOINT_VERSION_FP32)
+        if h[8] not in (0, 1):
+            raise FileError(f"{path}: header[8] (untied) is {h[8]}, expected 0 or 1")
+        cfg = GPT2Config(max_seq_len=int(h[2]), vocab_size=int(h[3]), num_layers=int(h[4]),
+                         num_heads=int(h[5]), channels=int(h[6]),
+                         padded_vocab_size=int(h[7]), tied=bool(h[8] == 0))
+        try:
+            cfg.validate()
+        except ValueError as e:
+            raise FileError(f"{path}: {e}")
+        shapes = cfg.tensor_shapes()
+        check_length(path, HEADER_BYTES + 4 * sum(math.prod(s) for _, s in shapes))
+        tensors = [(n, read_array(path, f, "<f4", math.prod(s)).reshape(s)) for n, s in shapes]
+    return cfg, tensors
+
+
+def read_debug_state(path, cfg):
+    """Returns dict(B, T, x, y, logits, loss, grads=[(name, array)]) for a model
+    of shape cfg, after checking the header and the exact length."""
+    V = cfg.vocab_size
+    shapes = cfg.tensor_shapes(vocab_rows=V)
+    with open(path, "rb") as f:
+        h = read_header(path, f, DEBUG_STATE_MAGIC, DEBUG_STATE_VERSION)
+        B, T = int(h[2]), int(h[3])
+        if B <= 0 or T <= 0 or T > cfg.max_seq_len:
+            raise FileError(f"{path}: B={B}, T={T} (max_seq_len {cfg.max_seq_len})")
+        N = B * T
+        n_grads = sum(math.prod(s) for _, s in shapes)
+        check_length(path, HEADER_BYTES + 4 * (2 * N + N * V + 1 + n_grads))
+        x = read_array(path, f, "<i4", N).reshape(B, T)
+        y = read_array(path, f, "<i4", N).reshape(B, T)
+        for name, a in (("x", x), ("y", y)):
+            if a.min() < 0 or a.max() >= V:
+                raise FileError(f"{path}: {name} holds tokens outside [0, {V})")
+        logits = read_array(path, f, "<f4", N * V).reshape(B, T, V)
+        loss = float(read_array(path, f, "<f4", 1)[0])
+        grads = [(n, read_array(path, f, "<f4", math.prod(s)).reshape(s)) for n, s in shapes]
+    return dict(B=B, T=T, x=x, y=y, logits=logits, loss=loss, grads=grads)
+
+
+def read_shard_batch(path, B, T, offset, vocab_size):
+    """B*T+1 tokens from a token shard, from position offset: (x, y) int64."""
+    with open(path, "rb") as f:
+        h = read_header(path, f, SHARD_MAGIC, SHARD_VERSION)
+        count = int(h[2])
+        if count < 0:
+            raise FileError(f"{path}: negative token count {count}")
+        check_length(path, HEADER_BYTES + 2 * count)
+        need = B * T + 1
+        if offset < 0 or offset + need > count:
+            raise FileError(f"{path}: {count} tokens, the batch needs {need} from {offset}")
+        f.seek(HEADER_BYTES + 2 * offset)
+        tokens = read_array(path, f, "<u2", need).astype(np.int64)
+    if tokens.max() >= vocab_size:
+        raise FileError(f"{path}: token {tokens.max()} is not below the vocab size {vocab_size}")
+    tokens = torch.from_numpy(tokens)
+    return tokens[:-1].view(B, T), tokens[1:].view(B, T)
+
+
+# ---- precision switches ------------------------------------------------------
+def set_tf32(enabled):
+    """TF32 on or off for matmuls and cuDNN convolutions. Off, FP32 matmuls are
+    true FP32 ("highest" precision)."""
+    torch.backends.cuda.matmul.allow_tf32 = enabled
+    torch.backends.cudnn.allow_tf32 = enabled
+    torch.set_float32_matmul_precision("high" if enabled else "highest")
+
+
+def pick_device(name):
+    if name:
+        return torch.device(name)
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def strict_fp32(device):
+    """FP32 everywhere, TF32 off, deterministic kernels where PyTorch has them."""
+    if device.type == "cuda":
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    set_tf32(False)
+    torch.use_deterministic_algorithms(True, warn_only=True)
+
+
+def forward_backward(model, x, y):
+    model.zero_grad(set_to_none=True)
+    logits, loss = model(x, y)
+    loss.backward()
+    return logits.detach(), loss.detach()
+
+
+# ---- write-state -------------------------------------------------------------
+def cmd_write_state(a):
+    device = pick_device(a.device)
+    strict_fp32(device)
+    if a.init_from:
+        cfg, tensors = read_checkpoint(a.init_from)
+        model = GPT2(cfg).to(device)
+        model.load_checkpoint_tensors(tensors)
+    else:
+        cfg = GPT2Config(max_seq_len=a.max_seq_len, vocab_size=a.vocab,
+                         padded_vocab_size=a.padded_vocab or a.vocab, num_layers=a.layers,
+                         num_heads=a.heads, channels=a.channels, tied=a.tied)
+        model = GPT2(cfg).to(device)
+        model.init_weights(a.seed)
+    if a.T > cfg.max_seq_len:
+        sys.exit(f"write-state: T={a.T} exceeds max_seq_len={cfg.max_seq_len}")
+    if a.tokens:
+        x, y = read_shard_batch(a.tokens, a.B, a.T, a.token_offset, cfg.vocab_size)
+    else:
+        gen = torch.Generator().manual_seed(a.seed + 1)
+        tokens = torch.randint(0, cfg.vocab_size, (a.B, a.T + 1), generator=gen)
+        x, y = tokens[:, :-1], tokens[:, 1:]
+    x, y = x.contiguous(), y.contiguous()
+    print(f"model {cfg} ({model.num_params()} parameters) on {device}", file=sys.stderr)
+
+    # The checkpoint holds the weights BEFORE any update.
+    write_checkpoint(a.out_model, model)
+    logits, loss = forward_backward(model, x.to(device), y.to(device))
+    write_debug_state(a.out_state, model, x, y, logits, loss.item())
+    print(f"loss {loss.item():.9g}; wrote {a.out_model} and {a.out_state}")
+
+    if a.steps > 0:
+        losses = train_steps(model, x.to(device), y.to(device), a)
+        if a.out_losses:
+            text = "".join(f"{i} {l:.9g}\n" for i, l in enumerate(losses))
+            write_atomically(a.out_losses, [np.frombuffer(text.encode(), dtype=np.uint8)])
+        if a.out_model_after:
+            write_checkpoint(a.out_model_after, model)
+        for i, l in enumerate(losses):
+            print(f"step {i} loss {l:.9g}")
+
+
+def train_steps(model, x, y, a):
+    """a.steps AdamW steps on the batch (x, y) at a constant learning rate:
+    torch.optim.AdamW, betas (0.9, 0.95), eps 1e-8, weight decay on matrices
+    only, the per-parameter (foreach=False, fused=False) implementation. With
+    --grad-clip > 0 the gradients are first scaled by
+    min(1, grad_clip / (norm + 1e-6)), norm the global L2 norm (as the C
+    trainer's grad_clip_factor). Returns the loss before each update."""
+    opt = torch.optim.AdamW(model.param_groups(a.weight_decay), lr=a.lr, betas=(0.9, 0.95),
+                            eps=1e-8, foreach=False, fused=False)
+    losses = []
+    for _ in range(a.steps):
+        _, loss = forward_backward(model, x, y)
+        losses.append(loss.item())
+        if a.grad_clip > 0:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), a.grad_clip, foreach=False)
+        opt.step()
+    return losses
+
+
+# ---- verify ------------------------------------------------------------------
+def cmd_verify(a):
+    """Reads a checkpoint and a debug state, recomputes the forward and the
+    backward on the state's batch, and prints the largest differences."""
+    device = pick_device(a.device)
+    strict_fp32(device)
+    try:
+        cfg, tensors = read_checkpoint(a.model)
+        ds = read_debug_state(a.state, cfg)
+    except FileError as e:
+        sys.exit(f"verify: {e}")
+    print(f"{a.model}: {cfg}")
+    print(f"{a.state}: B={ds['B']} T={ds['T']} loss={ds['loss']:.9g}")
+    V = cfg.vocab_size
+    for name, t in tensors:
+        if name in ("wte", "lm_head") and np.any(t[V:] != 0):
+            print(f"WARNING: {name} has non-zero padding rows")
+    model = GPT2(cfg).to(device)
+    model.load_checkpoint_tensors(tensors)
+    x = torch.from_numpy(ds["x"].astype(np.int64)).to(device)
+    y = torch.from_numpy(ds["y"].astype(np.int64)).to(device)
+    logits, loss = forward_backward(model, x, y)
+
+    def report(name, got, want):
+        got, want = np.asarray(got, dtype=np.float64), np.asarray(want, dtype=np.float64)
+        diff = np.abs(got - want)
+        scale = max(np.abs(want).max(), 1e-30)
+        rel = diff.max() / scale
+        print(f"  {name:10s} max|diff| {diff.max():.3e}  max|diff|/max|ref| {rel:.3e}")
+        return rel
+
+    worst = report("logits", logits[..., :V].cpu().numpy(), ds["logits"])
+    worst = max(worst, report("loss", [loss.item()], [ds["loss"]]))
+    for (name, g), (_, want) in zip(model.checkpoint_tensors(grads=True), ds["grads"]):
+        g = g[:V] if name in ("wte", "lm_head") else g
+        worst = max(worst, report("d" + name, g.numpy(), want))
+    print(f"worst relative difference {worst:.3e}")
+    if worst > a.tolerance:
+        sys.exit(f"verify: FAILED (tolerance {a.tolerance:g})")
+    print("verify: OK")
+
+
+# ---- bench -------------------------------------------------------------------
+MODES = {
+    # tf32: TF32 matmuls; bf16: autocast; attention: "manual" or "sdpa"; pad: Vp=50304;
+    # tied: lm_head is wte; fused: fused AdamW (else per-parameter, foreach=False);
+    # item_every_step: loss.item() (a sync) in every step; compile: torch.compile
+    "eager-fp32": dict(tf32=False, bf16=False, attention="manual", pad=False, tied=False,
+                       fused=False, item_every_step=True, compile=False),
+    "eager-tf32": dict(tf32=True, bf16=False, attention="manual", pad=False, tied=False,
+                       fused=False, item_every_step=True, compile=False),
+    "eager-bf16": dict(tf32=True, bf16=True, attention="manual", pad=False, tied=False,
+                       fused=False, item_every_step=False, compile=False),
+    "compile-bf16-flash": dict(tf32=True, bf16=True, attention="sdpa", pad=True, tied=True,
+                               fused=True, item_every_step=False, compile=True),
+}
+
+# Dense BF16 tensor-core peaks (TFLOP/s), the default MFU denominator for every
+# mode, so that rows of one table divide by the same number.
+BF16_PEAK_TFLOPS = [("H100 PCIe", 756.0), ("H100", 989.4), ("H200", 989.4), ("H800", 989.4),
+                    ("A100", 312.0), ("L40S", 362.05), ("RTX 4090", 165.2)]
+
+
+def flops_per_token(model, T):
+    """FLOPs of one training step per token (forward + backward), exactly as
+    common/flops.c counts them:
+        6 * N  +  12 * L * C * T
+    N counts the weights that take part in matrix products: every transformer
+    block's and the lm_head's (wte's when tied); the embedding lookups (wte
+    when untied, wpe) multiply nothing. 6N is 2 FLOPs per weight forward and 4
+    backward; 12*L*C*T (= 12*L*H*hs*T) counts attention's QK^T and AV
+    products, forward and backward, without halving for the causal mask."""
+    c = model.cfg
+    vp = c.padded_vocab_size
+    n = model.num_params() - vp * c.channels - c.max_seq_len * c.channels
+    if c.tied:
+        n += vp * c.channels
+    return 6 * n + 12 * c.num_layers * c.channels * T
+
+
+def cmd_bench(a):
+    """Times training steps: B*T synthetic random tokens per step (drawn
+    beforehand, already on the GPU), forward + loss, backward, gradient
+    clipping at --grad-clip (0: none), AdamW (weight decay 0.1 on matrices,
+    constant --lr) and zero_grad. Each step is bracketed by CUDA events; the
+    result is the median ms/step over the --steps timed steps after --warmup
+    steps. Modes:
+      eager-fp32          FP32, TF32 off, manual (B,H,T,T) attention, V=50257
+                          untied, AdamW foreach=False, loss.item() every step
+      eager-tf32          the same with TF32 on
+      eager-bf16          bf16 autocast, TF32 on, otherwise as eager-tf32 but
+                          no loss.item() in the step (losses read at the end)
+      compile-bf16-flash  bf16 autocast, TF32 on, scaled_dot_product_attention
+                          (is_causal), Vp=50304, tied wte/lm_head, fused AdamW,
+                          torch.compile, no sync in the step
+    The cross-entropy always excludes the padding logits (as the C trainer)."""
+    if not torch.cuda.is_available():
+        sys.exit("bench: needs a CUDA GPU")
+    m = MODES[a.mode]
+    device = torch.device("cuda")
+    set_tf32(m["tf32"])
+    torch.manual_seed(a.seed)
+    V = a.vocab
+    Vp = ((V + 127) // 128) * 128 if m["pad"] else V  # 50257 -> 50304
+    cfg = GPT2Config(max_seq_len=a.max_seq_len, vocab_size=V, padded_vocab_size=Vp,
+                     num_layers=a.layers, num_heads=a.heads, channels=a.channels, tied=m["tied"])
+    if a.T > cfg.max_seq_len:
+        sys.exit(f"bench: T={a.T} exceeds max_seq_len={cfg.max_seq_len}")
+    model = GPT2(cfg, attention=m["attention"]).to(device)
+    model.init_weights(a.seed)
+    opt = torch.optim.AdamW(model.param_groups(0.1), lr=a.lr, betas=(0.9, 0.95), eps=1e-8,
+                            foreach=False, fused=m["fused"])
+    step_model = torch.compile(model) if m["compile"] else model
+    n = a.warmup + a.steps
+    gen = torch.Generator().manual_seed(a.seed + 1)
+    data = torch.randint(0, V, (n, a.B, a.T + 1), generator=gen).to(device)
+
+    def step(i):
+        x, y = data[i, :, :-1], data[i, :, 1:]
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=m["bf16"]):
+            _, loss = step_model(x, y)
+        loss.backward()
+        if a.grad_clip > 0:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), a.grad_clip,
+                                           foreach=m["fused"])
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        return loss.item() if m["item_every_step"] else loss.detach()
+
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
+    losses = []
+    for i in range(n):
+        starts[i].record()
+        losses.append(step(i))
+        ends[i].record()
+    torch.cuda.synchronize()
+    losses = [float(l) for l in losses]  # for the no-sync modes: read only now
+    times = [starts[i].elapsed_time(ends[i]) for i in range(a.warmup, n)]
+    ms = statistics.median(times)
+    tok_s = a.B * a.T / (ms / 1e3)
+    tflops = flops_per_token(model, a.T) * tok_s / 1e12
+    peak = a.peak_tflops
+    gpu = torch.cuda.get_device_name()
+    if peak is None:
+        peak = next((p for key, p in BF16_PEAK_TFLOPS if key in gpu), None)
+    mfu = tflops / peak if peak else float("nan")
+    mem = torch.cuda.max_memory_allocated() / 2**30
+    label = a.label or a.mode
+    print(f"# torch {torch.__version__}, {gpu}, {model.num_params()} parameters, "
+          f"{flops_per_token(model, a.T)} FLOPs/token, MFU against {peak} TFLOP/s",
+          file=sys.stderr)
+    print(f"# losses: first {losses[0]:.4f}, last {losses[-1]:.4f}; "
+          f"timed ms min {min(times):.2f} max {max(times):.2f}", file=sys.stderr)
+    # The columns of results.csv, shared with build/train_gpt2_fp32
+    # --bench-csv; PyTorch has no phase split, so those columns stay empty.
+    row = (f"{label},pytorch:{a.mode},{a.B},{a.T},{len(times)},{ms:.2f},{tok_s:.0f},"
+           f"{tflops:.2f},{mfu:.4f},{mem:.2f},,,,")
+    cols = ("label,chapter,B,T,steps,ms_per_step,tok_per_s,tflops,mfu,peak_mem_gib,"
+            "data_ms,forward_ms,backward_ms,optimizer_ms")
+    print(cols)
+    print(row)
+    if a.out_csv:
+        new = not os.path.exists(a.out_csv) or os.path.getsize(a.out_csv) == 0
+        with open(a.out_csv, "a") as f:
+            if new:
+                f.write(cols + "\n")
+            f.write(row + "\n")
+
+
+# ---- command line --------------------------------------------------------------
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="command", required=True)
+
+    def model_shape(q):
+        q.add_argument("--layers", type=int, default=12)
+        q.add_argument("--heads", type=int, default=12)
+        q.add_argument("--channels", type=int, default=768)
+        q.add_argument("--max-seq-len", type=int, default=1024)
+        q.add_argument("--vocab", type=int, default=50257, help="V, real tokens")
+
+    w = sub.add_parser("write-state", help="write a checkpoint and a debug state")
+    w.add_argument("--out-model", required=True)
+    w.add_argument("--out-state", required=True)
+    w.add_argument("--B", type=int, default=4)
+    w.add_argument("--T", type=int, default=64)
+    w.add_argument("--seed", type=int, default=0)
+    model_shape(w)
+    w.add_argument("--padded-vocab", type=int, default=0, help="Vp (default: V)")
+    w.add_argument("--tied", action="store_true", help="lm_head is wte (default untied)")
+    w.add_argument("--init-from", help="start from this checkpoint (its shape, not the flags)")
+    w.add_argument("--tokens", help="take the batch from this token shard")
+    w.add_argument("--token-offset", type=int, default=0)
+    w.add_argument("--device", help="cuda or cpu (default: cuda when available)")
+    w.add_argument("--steps", type=int, default=0, help="then this many AdamW steps")
+    w.add_argument("--lr", type=float, default=1e-4)
+    w.add_argument("--weight-decay", type=float, default=0.1)
+    w.add_argument("--grad-clip", type=float, default=0.0, help="0: no clipping")
+    w.add_argument("--out-losses", help="the loss of each step, one 'step loss' per line")
+    w.add_argument("--out-model-after", help="the checkpoint after the steps")
+    w.set_defaults(func=cmd_write_state)
+
+    v = sub.add_parser("verify", help="re-read a checkpoint + debug state and recompute")
+    v.add_argument("--model", required=True)
+    v.add_argument("--state", required=True)
+    v.add_argument("--device")
+    v.add_argument("--tolerance", type=float, default=1e-4,
+                   help="largest max|diff|/max|ref| accepted (default 1e-4)")
+    v.set_defaults(func=cmd_verify)
+
+    b = sub.add_parser("bench", help="time training steps", description=cmd_bench.__doc__,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    b.add_argument("--mode", choices=list(MODES), default="eager-fp32")
+    b.add_argument("--B", type=int, default=16)
+    b.add_argument("--T", type=int, default=1024)
+    b.add_argument("--steps", type=int, default=30, help="timed steps")
+    b.add_argument("--warmup", type=int, default=10, help="untimed steps first")
+    model_shape(b)
+    b.add_argument("--lr", type=float, default=6e-4)
+    b.add_argument("--grad-clip", type=float, default=1.0, help="0: no clipping")
+    b.add_argument("--seed", type=int, default=0)
+    b.add_argument("--peak-tflops", type=float,
+                   help="MFU denominator (default: the GPU's dense BF16 peak, when known)")
+    b.add_argument("--out-csv", help="append the row here (header when new)")
+    b.add_argument("--label", help="the row's label (default: the mode)")
+    b.set_defaults(func=cmd_bench)
+
+    a = p.parse_args(argv)
+    if getattr(a, "steps", 0) < 0 or (a.command == "bench" and (a.steps < 1 or a.warmup < 0)):
+        p.error("--steps must be positive and --warmup non-negative")
+    a.func(a)
+
+
+if __name__ == "__main__":
+    main()
