@@ -52,7 +52,7 @@ CPU_TEST_SRCS := $(wildcard tests/cpu/*.c)
 CPU_TEST_OBJS := $(CPU_TEST_SRCS:%.c=$(BUILD)/obj/%.o)
 CPU_TESTS     := $(BUILD)/tests/cpu_tests
 
-.PHONY: all deps data run test test-cpu test-gpu bench-tokenizer clean
+.PHONY: all deps data run train bench test test-cpu test-gpu gpu-tests-run bench-tokenizer clean
 all: $(PROGRAMS)
 
 deps:
@@ -114,10 +114,29 @@ data: deps
 	@$(MAKE) --no-print-directory $(SHAKESPEARE)
 
 # ---- run -----------------------------------------------------------------
+# The GPU trainer where a GPU is found, else the CPU trainer, with a notice.
+HAVE_GPU = $(shell nvidia-smi -L >/dev/null 2>&1 && echo 1)
+
 run: deps
-	@$(MAKE) --no-print-directory $(SHAKESPEARE) $(BUILD)/train_gpt2_cpu
-	$(BUILD)/train_gpt2_cpu --data $(DATA)/tinyshakespeare \
-	  --encoder $(RAW)/gpt2_encoder.json --bpe $(RAW)/gpt2_vocab.bpe
+	@$(MAKE) --no-print-directory $(SHAKESPEARE) $(BUILD)/train_gpt2_cpu $(BUILD)/train_gpt2_fp32
+	@if [ "$(HAVE_GPU)" = 1 ]; then \
+	  last=$$($(BUILD)/train_gpt2_fp32 --list-chapters | awk 'END {print $$1}'); \
+	  $(MAKE) --no-print-directory train CH=$$last; \
+	else \
+	  echo "run: no GPU found: training the small model on the CPU instead"; \
+	  $(BUILD)/train_gpt2_cpu --data $(DATA)/tinyshakespeare \
+	    --encoder $(RAW)/gpt2_encoder.json --bpe $(RAW)/gpt2_vocab.bpe; \
+	fi
+
+# make train CH=N: chapter N's trainer on TinyShakespeare (ARGS adds flags).
+CH ?= 0
+train: $(SHAKESPEARE) $(BUILD)/train_gpt2_fp32
+	$(BUILD)/train_gpt2_fp32 --chapter $(CH) --data $(DATA)/tinyshakespeare \
+	  --encoder $(RAW)/gpt2_encoder.json --bpe $(RAW)/gpt2_vocab.bpe $(ARGS)
+
+# Every chapter at the same settings, PyTorch beside them: results/<gpu>/.
+bench: $(BUILD)/train_gpt2_fp32 $(SHAKESPEARE)
+	bash tools/bench.sh
 
 # ---- tests ---------------------------------------------------------------
 # On a machine without a GPU the GPU tests still build (CUDA that does not
@@ -149,3 +168,101 @@ bench-tokenizer: $(BUILD)/tokenizer $(RAW_FILES)
 clean:
 	rm -rf $(BUILD)
 .SECONDARY:
+
+# ---- exercises -----------------------------------------------------------
+# solutions/NN_slug/*.cu: the pieces that chapter NN's exercise asks the
+# reader to write, complete: the code the trainer runs. exercises/NN_slug/:
+# the same files with those pieces cut out, generated from solutions/ by
+# tools/make_exercises.py (exercises/README.md). Each set is compiled apart:
+#   solutions/ -> build/obj/solutions/ -> build/libsolutions.a -> build/tests/gpu_tests
+#   exercises/ -> build/obj/exercises/ -> build/libexercises.a -> build/exercises/tests/gpu_tests
+# and the trainer, build/train_gpt2_fp32, links the set that EXERCISE_DIR
+# names: solutions/, or exercises/ with EXERCISES=1 (make train CH=0 EXERCISES=1).
+EXERCISES     ?= 0
+EXERCISE_DIR  := $(if $(filter 1,$(EXERCISES)),exercises,solutions)
+SOLUTION_OBJS := $(patsubst %.cu,$(BUILD)/obj/%.o,$(wildcard solutions/*/*.cu))
+EXERCISE_OBJS := $(patsubst %.cu,$(BUILD)/obj/%.o,$(wildcard exercises/*/*.cu))
+LIBSOLUTIONS  := $(BUILD)/libsolutions.a
+LIBEXERCISES  := $(BUILD)/libexercises.a
+EXERCISE_GPU_TESTS := $(BUILD)/exercises/tests/gpu_tests
+# Chapter -> exercise -> Criterion filter of its tests.
+EXERCISE_TABLE := tools/exercise_tests.txt
+# The set the trainer was last linked with. When EXERCISES changes, this line
+# rewrites the stamp; the archives depend on it, so the trainer relinks.
+EXERCISE_STAMP := $(BUILD)/exercise_dir
+$(shell mkdir -p $(BUILD) && [ "$$(cat $(EXERCISE_STAMP) 2>/dev/null)" = $(EXERCISE_DIR) ] \
+        || echo $(EXERCISE_DIR) > $(EXERCISE_STAMP))
+$(EXERCISE_STAMP): ;
+
+$(LIBSOLUTIONS): $(SOLUTION_OBJS) $(EXERCISE_STAMP)
+$(LIBEXERCISES): $(EXERCISE_OBJS) $(EXERCISE_STAMP)
+$(LIBSOLUTIONS) $(LIBEXERCISES):
+	@mkdir -p $(dir $@)
+	rm -f $@ && $(AR) rcs $@ $(filter %.o,$^)
+
+$(BUILD)/train_gpt2_fp32: $(BUILD)/lib$(EXERCISE_DIR).a
+$(GPU_TESTS): $(LIBSOLUTIONS)
+$(EXERCISE_GPU_TESTS): $(GPU_TEST_OBJS) $(LIBKERNELS) $(LIBEXERCISES) $(LIBCOMMON)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Wl,--start-group $^ -Wl,--end-group -o $@ -lcriterion $(CUDA_LIBS) $(LDLIBS)
+
+.PHONY: test-exercises check-exercises check-exercises-generated
+test: check-exercises
+
+# A CUDA device here? (The tests also skip by themselves where there is none.)
+EXERCISE_HAVE_GPU := nvidia-smi -L 2>/dev/null | grep -q '^GPU '
+
+# make test-exercises CH=N: chapter N's exercise tests, built against
+# exercises/. They fail, naming the exercise, until you have written it.
+test-exercises: $(EXERCISE_GPU_TESTS)
+	@row=$$(awk -v ch='$(CH)' '$$1 !~ /^#/ && NF >= 3 && ch ~ /^[0-9]+$$/ && $$1 + 0 == ch + 0' \
+	        $(EXERCISE_TABLE)); \
+	if [ -z "$$row" ]; then \
+	  echo "test-exercises: no exercise for chapter '$(CH)' in $(EXERCISE_TABLE) (make test-exercises CH=N)"; \
+	  exit 2; \
+	fi; \
+	read -r ch ex filter <<< "$$row"; \
+	if ! $(EXERCISE_HAVE_GPU); then \
+	  $(EXERCISE_GPU_TESTS) --filter "$$filter" --verbose 2>&1 | grep '^\[SKIP\].*no CUDA device'; \
+	  echo "test-exercises: no GPU here: the tests of exercise $$ex were SKIPPED, nothing was checked"; \
+	  exit 1; \
+	fi; \
+	echo "test-exercises: exercise $$ex: $(EXERCISE_GPU_TESTS) --filter '$$filter'"; \
+	if $(EXERCISE_GPU_TESTS) --filter "$$filter"; then \
+	  echo "test-exercises: exercise $$ex passes its tests: done"; \
+	else \
+	  echo "test-exercises: exercise $$ex does not pass yet: see exercises/$$ex/README.md"; \
+	  exit 1; \
+	fi
+
+# Generation is current, both sets compile (warnings are errors) and link
+# with every GPU test; with a GPU, every exercise's tests pass against
+# solutions/ and fail, naming the exercise, against exercises/.
+check-exercises-generated:
+	python3 tools/make_exercises.py --check
+
+check-exercises: check-exercises-generated $(GPU_TESTS) $(EXERCISE_GPU_TESTS)
+	@if ! $(EXERCISE_HAVE_GPU); then \
+	  echo "check-exercises: generation checked, solutions/ and exercises/ built; no GPU here, so"; \
+	  echo "check-exercises: running them (pass against solutions/, fail against exercises/) was SKIPPED"; \
+	  exit 0; \
+	fi; \
+	set -o pipefail; bad=0; \
+	while read -r ch ex filter; do \
+	  case "$$ch" in '#'* | '') continue ;; esac; \
+	  log=$(BUILD)/exercises/check-$$ex.log; \
+	  echo "check-exercises: $$ex against solutions/: '$$filter' must pass"; \
+	  if ! $(GPU_TESTS) --filter "$$filter"; then \
+	    echo "check-exercises: FAILED: solutions/$$ex does not pass its tests"; bad=1; \
+	  fi; \
+	  echo "check-exercises: $$ex against exercises/: '$$filter' must fail, naming the exercise"; \
+	  if $(EXERCISE_GPU_TESTS) --filter "$$filter" 2>&1 | tee $$log; then \
+	    echo "check-exercises: FAILED: the unfinished exercises/$$ex passes its tests"; bad=1; \
+	  elif ! grep -q "^exercise $$ex (.*) is not finished yet: " $$log; then \
+	    echo "check-exercises: FAILED: exercises/$$ex fails without saying it is unfinished"; bad=1; \
+	  else \
+	    echo "check-exercises: $$ex: fails as it should, with its TODO message"; \
+	  fi; \
+	done < $(EXERCISE_TABLE); \
+	if [ $$bad = 0 ]; then echo "check-exercises: every exercise fails unfinished and passes solved"; fi; \
+	exit $$bad

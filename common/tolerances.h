@@ -27,13 +27,16 @@
 // stays far below what a wrong index or a missing term gives (~1e-1).
 #define TOL_GPU_MODEL_FP32 1e-4
 
-// The parameters after 5 AdamW steps, GPU against CPU, relative to the
-// largest parameter. Adam divides each gradient by its own running RMS, so a
-// gradient element near zero, whose few remaining bits are summation-order
-// noise, still moves its parameter by up to lr per step: the two runs can
-// differ by a fraction of lr * steps wherever gradients are tiny. Measured
-// 1.1e-4 (H100, 2026-11-20, lr 1e-3, 5 steps); the update arithmetic itself
-// is checked element by element in the AdamW kernel test, to 1e-6.
+// The parameters after 5 AdamW steps, GPU against CPU, relative to each
+// tensor's largest parameter. Adam divides each gradient by its own running
+// RMS, so a gradient that is nothing but rounding noise still moves its
+// parameter by up to lr per step. One tensor's gradient is exactly that: the
+// key bias's, zero in exact arithmetic (softmax ignores a constant added to
+// a row of scores). The test therefore uses eps = 1e-6, which damps updates
+// of noise-sized gradients, and compares the rest to 1e-3 (with eps = 1e-8
+// the key bias differed by 0.04 lr, measured on the H100, 2026-11-20). The
+// update arithmetic itself is checked element by element in the AdamW kernel
+// test, to 1e-6.
 #define TOL_GPU_ADAMW_STEPS_FP32 1e-3
 
 // --check-state: our fp32 GPT-2 on the GPU against PyTorch's fp32 GPT-2

@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# bench.sh: measure every chapter at the same settings, and PyTorch beside
+# them, into results/<gpu>/. Run by `make bench` on a GPU machine.
+#
+#   results/<gpu>/results.csv       one row per run: median ms/step over the
+#                                   timed steps, tok/s, TFLOP/s, MFU, peak
+#                                   memory, and the time split by phase
+#   results/<gpu>/environment.txt   GPU, driver, CUDA, PyTorch, date, commit
+#
+# Settings (environment variables): B (16), T (1024), STEPS (25: 5 warm-up +
+# 20 timed), LARGE_B (32: a second, larger batch where memory allows),
+# TRAINER (build/train_gpt2_fp32), PYTHON (python3).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+B=${B:-16} T=${T:-1024} STEPS=${STEPS:-25} WARMUP=${WARMUP:-5} LARGE_B=${LARGE_B:-32}
+TRAINER=${TRAINER:-build/train_gpt2_fp32} PYTHON=${PYTHON:-python3}
+
+gpu_name=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
+slug=$(echo "$gpu_name" | grep -oiE 'H100|H200|A100|L40S|L4|RTX ?[0-9]+' | head -1 | tr 'A-Z ' 'a-z_')
+slug=${slug:-$(echo "$gpu_name" | tr 'A-Z ' 'a-z_')}
+out=results/$slug
+mkdir -p "$out"
+csv=$out/results.csv
+echo "label,chapter,B,T,steps,ms_per_step,tok_per_s,tflops,mfu,peak_mem_gib,data_ms,forward_ms,backward_ms,optimizer_ms" > "$csv"
+
+{
+  echo "gpu: $gpu_name"
+  echo "driver: $(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -1)"
+  echo "cuda: $(nvcc --version 2>/dev/null | grep -o 'release [0-9.]*' | cut -d' ' -f2)"
+  echo "pytorch: $($PYTHON -c 'import torch; print(torch.__version__)' 2>/dev/null)"
+  echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  # COMMIT names the code when the tree was copied without its .git folder.
+  echo "commit: ${COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}"
+  echo "settings: B=$B T=$T steps=$STEPS warmup=$WARMUP large_B=$LARGE_B; data TinyShakespeare (ours), random tokens (PyTorch)"
+} > "$out/environment.txt"
+
+# One trainer run; a failure (out of memory at the large batch) is reported
+# and the benchmark goes on.
+ours() {  # label, batch, flags...
+  local label=$1 b=$2; shift 2
+  echo "== $label (B=$b) =="
+  "$TRAINER" "$@" -b "$b" -t "$T" --steps "$STEPS" --val-every 0 --sample-tokens 0 \
+    --log-every 5 --bench-csv "$csv" --bench-warmup "$WARMUP" --bench-label "$label" \
+    || echo "!! $label at B=$b failed (see above)"
+}
+
+pytorch() {  # label, batch, mode
+  echo "== $1 (B=$2) =="
+  $PYTHON tools/pytorch_reference.py bench --mode "$3" --B "$2" --T "$T" \
+    --steps $((STEPS - WARMUP)) --warmup "$WARMUP" --label "$1" --out-csv "$csv.torch" \
+    || echo "!! $1 at B=$2 failed (see above)"
+}
+
+chapters=$("$TRAINER" --list-chapters | awk 'NR > 1 {print $1}')
+last=$(echo "$chapters" | tail -1)
+for ch in $chapters; do ours "ch$(printf %02d "$ch")" "$B" --chapter "$ch"; done
+# Leave-one-out ablations at the last chapter: each switch off in turn.
+for sw in $("$TRAINER" --list-chapters | awk 'NR > 1 && $2 != "-" {print $2}'); do
+  ours "ch$(printf %02d "$last")-no-$sw" "$B" --chapter "$last" "--no-$sw"
+done
+pytorch pytorch-eager-fp32 "$B" eager-fp32
+pytorch pytorch-eager-tf32 "$B" eager-tf32
+# The larger batch.
+ours "ch00-B$LARGE_B" "$LARGE_B" --chapter 0
+ours "ch$(printf %02d "$last")-B$LARGE_B" "$LARGE_B" --chapter "$last"
+pytorch "pytorch-eager-fp32-B$LARGE_B" "$LARGE_B" eager-fp32
+
+# PyTorch's rows, without their own header line.
+[ -f "$csv.torch" ] && grep -v '^label,' "$csv.torch" >> "$csv" && rm -f "$csv.torch"
+echo
+if command -v column >/dev/null; then column -s, -t < "$csv"; else cat "$csv"; fi
+echo "wrote $csv and $out/environment.txt"
