@@ -6,6 +6,7 @@
 #                                   timed steps, tok/s, TFLOP/s, MFU, peak
 #                                   memory, and the time split by phase
 #   results/<gpu>/environment.txt   GPU, driver, CUDA, PyTorch, date, commit
+#   results/<gpu>/logs/<label>.txt  each of our runs, step by step (loss curves)
 #
 # Settings (environment variables): B (16), T (1024), STEPS (25: 5 warm-up +
 # 20 timed), LARGE_B (32: a second, larger batch where memory allows),
@@ -19,7 +20,7 @@ gpu_name=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
 slug=$(echo "$gpu_name" | grep -oiE 'H100|H200|A100|L40S|L4|RTX ?[0-9]+' | head -1 | tr 'A-Z ' 'a-z_')
 slug=${slug:-$(echo "$gpu_name" | tr 'A-Z ' 'a-z_')}
 out=results/$slug
-mkdir -p "$out"
+mkdir -p "$out/logs"
 csv=$out/results.csv
 echo "label,chapter,B,T,steps,ms_per_step,tok_per_s,tflops,mfu,peak_mem_gib,data_ms,forward_ms,backward_ms,optimizer_ms" > "$csv"
 
@@ -38,10 +39,11 @@ echo "label,chapter,B,T,steps,ms_per_step,tok_per_s,tflops,mfu,peak_mem_gib,data
 # and the benchmark goes on.
 ours() {  # label, batch, flags...
   local label=$1 b=$2; shift 2
-  echo "== $label (B=$b) =="
+  echo "== $label (B=$b): log in $out/logs/$label.txt =="
   "$TRAINER" "$@" -b "$b" -t "$T" --steps "$STEPS" --val-every 0 --sample-tokens 0 \
-    --log-every 5 --bench-csv "$csv" --bench-warmup "$WARMUP" --bench-label "$label" \
-    || echo "!! $label at B=$b failed (see above)"
+    --log-every 1 --bench-csv "$csv" --bench-warmup "$WARMUP" --bench-label "$label" \
+    > "$out/logs/$label.txt" 2>&1 || echo "!! $label at B=$b failed: $(tail -1 "$out/logs/$label.txt")"
+  grep '^bench:' "$out/logs/$label.txt"
 }
 
 pytorch() {  # label, batch, mode
