@@ -3,6 +3,7 @@
 
 #include <string.h>
 
+// ANCHOR: flops_per_token
 double flops_per_token(const GPT2Config *c, int T) {
     size_t sizes[NUM_PARAM_TENSORS];
     gpt2_param_sizes(c, sizes);
@@ -10,6 +11,7 @@ double flops_per_token(const GPT2Config *c, int T) {
     if (c->tied) n += (double)sizes[0];  // wte is the lm_head too
     return 6.0 * n + 12.0 * c->num_layers * c->channels * (double)T;
 }
+// ANCHOR_END: flops_per_token
 
 double peak_bf16_tflops(const char *name) {
     // Dense (no 2:4 sparsity) bf16 with fp32 accumulation.

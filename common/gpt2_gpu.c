@@ -222,6 +222,7 @@ int gpt2_gpu_forward(GPT2Gpu *model, const int32_t *inputs, const int32_t *targe
     GpuActivations *a = &model->acts;
     nvtxRangePushA("forward");
     encoder_forward_v1(ctx, a->encoded, model->inputs, p[0], p[1], B, T, C);
+    // ANCHOR: forward_layers
     float *residual = a->encoded;
     for (int l = 0; l < L; l++) {
         nvtxRangePushA("layer");
@@ -240,6 +241,7 @@ int gpt2_gpu_forward(GPT2Gpu *model, const int32_t *inputs, const int32_t *targe
         residual = x.residual3;
         nvtxRangePop();
     }
+    // ANCHOR_END: forward_layers
     layernorm_forward_v1(ctx, a->lnf, a->lnf_mean, a->lnf_rstd, residual, p[14], p[15], B, T, C);
     matmul_forward_v1(ctx, a->logits, a->lnf, lm_head_of(p, c), NULL, B, T, C, Vp);
     softmax_forward_v1(ctx, a->probs, a->logits, B, T, V, Vp);
@@ -288,6 +290,7 @@ void gpt2_gpu_backward(GPT2Gpu *model) {
     zero(model, d->residual, BTC);
     layernorm_backward_v1(ctx, d->residual, g[14], g[15], scratch, d->lnf, last, p[14],
                           a->lnf_mean, a->lnf_rstd, B, T, C);
+    // ANCHOR: backward_layers
     for (int l = L - 1; l >= 0; l--) {
         nvtxRangePushA("layer");
         LayerWeights w = layer_weights(p, l, C), dw = layer_weights(g, l, C);
@@ -316,6 +319,7 @@ void gpt2_gpu_backward(GPT2Gpu *model) {
                               w.ln1w, x.ln1_mean, x.ln1_rstd, B, T, C);
         nvtxRangePop();
     }
+    // ANCHOR_END: backward_layers
     encoder_backward_v1(ctx, g[0], g[1], d->residual, model->buckets,
                         model->host_buckets.num_buckets, B, T, C);
     nvtxRangePop();
@@ -331,6 +335,7 @@ float gpt2_gpu_update(GPT2Gpu *model, float lr, const AdamWConfig *cfg, float ma
     CUDA_CHECK(cudaMemcpy(&norm, model->norm, sizeof norm, cudaMemcpyDeviceToHost));
     float factor = grad_clip_factor(norm, max_norm);
     if (factor < 1.0f) scale_v1(ctx, model->grads, model->num_params, factor);
+    // ANCHOR: adamw_per_tensor
     // Chapter 00 launches AdamW once per parameter tensor, as PyTorch's
     // for-loop implementation does; chapter 09 fuses them into one launch.
     size_t offset = 0;
@@ -341,6 +346,7 @@ float gpt2_gpu_update(GPT2Gpu *model, float lr, const AdamWConfig *cfg, float ma
                         model->v + offset, n, lr, cfg, gpt2_param_is_decayed(i), t);
         offset += n;
     }
+    // ANCHOR_END: adamw_per_tensor
     nvtxRangePop();
     return norm;
 }

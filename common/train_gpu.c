@@ -104,6 +104,7 @@ int gpu_trainer_step(GpuTrainer *tr, GpuStepStats *s, char *err) {
     if (rc) return -1;
     s->data_ms = now_ms() - start;
 
+    // ANCHOR: training_step
     CUDA_CHECK(cudaEventRecord(tr->events[0], ctx->stream));
     if (gpt2_gpu_forward(&tr->model, tr->inputs, tr->targets, tr->opt.B, tr->opt.T, err))
         return -1;
@@ -118,6 +119,7 @@ int gpu_trainer_step(GpuTrainer *tr, GpuStepStats *s, char *err) {
                                    tr->step + 1);
     CUDA_CHECK(cudaEventRecord(tr->events[3], ctx->stream));
     CUDA_CHECK(cudaEventSynchronize(tr->events[3]));
+    // ANCHOR_END: training_step
     tr->step++;
     s->ms = now_ms() - start;
     s->forward_ms = event_ms(tr->events[0], tr->events[1]);

@@ -125,6 +125,7 @@ extern "C" void attention_forward_v1(const GpuContext *ctx, float *out, float *a
     const long long head_tt = (long long)T * T, head_ths = (long long)T * hs;
     float *q = scratch, *k = q + N, *v = k + N, *y = v + N, *preatt = y + N;
 
+    // ANCHOR: eager_attention
     split_heads(ctx, q, qkv, 3 * C, B, T, C, NH);
     split_heads(ctx, k, qkv + C, 3 * C, B, T, C, NH);
     split_heads(ctx, v, qkv + 2 * C, 3 * C, B, T, C, NH);
@@ -148,6 +149,7 @@ extern "C" void attention_forward_v1(const GpuContext *ctx, float *out, float *a
                  y, hs, head_ths, heads, "attention_forward_v1: att @ v");
 
     merge_heads(ctx, out, C, y, B, T, C, NH, 0);
+    // ANCHOR_END: eager_attention
 }
 
 extern "C" void attention_backward_v1(const GpuContext *ctx, float *dqkv, float *scratch,

@@ -60,6 +60,7 @@ extern "C" void gpu_context_free(GpuContext *ctx) {
 extern "C" void gpu_check_launch(const GpuContext *ctx, const char *kernel_name) {
     // A launch that could not start (too many threads, no image for this GPU)
     // is reported here at once, whether we synchronize or not.
+    // ANCHOR: check_launch
     cudaError_t err = cudaGetLastError();
     if (err != cudaSuccess) {
         fprintf(stderr, "%s: launch failed: %s (%s)\n", kernel_name, cudaGetErrorName(err),
@@ -67,6 +68,7 @@ extern "C" void gpu_check_launch(const GpuContext *ctx, const char *kernel_name)
         exit(1);
     }
     if (!ctx->sync_after_launch) return;
+    // ANCHOR_END: check_launch
     // A fault while the kernel runs only shows up once we wait for it. Without
     // this wait it would surface at some later call, blaming the wrong kernel.
     err = cudaStreamSynchronize(ctx->stream);
