@@ -16,6 +16,8 @@
 // piece bytes -> its ids (a cache: real text repeats its words).
 #include "tokenizer.h"
 
+#include <stdio.h>
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -768,4 +770,15 @@ int tokenizer_encode(const Tokenizer *tok, const char *text, size_t len, TokenId
     free(cache.slots);
     token_ids_free(&cache.ids);
     return 0;
+}
+
+void tokenizer_print_sample(const Tokenizer *tok, const int32_t *ids, int n, int after_step) {
+    printf("---- sample after step %d ----\n", after_step);
+    for (int i = 0; i < n; i++) {
+        size_t len;
+        const uint8_t *bytes = tokenizer_token_bytes(tok, ids[i], &len);
+        if (bytes) fwrite(bytes, 1, len, stdout);
+    }
+    printf("\n------------------------------\n");
+    fflush(stdout);
 }

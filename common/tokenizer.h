@@ -45,4 +45,8 @@ int tokenizer_encode(const Tokenizer *tok, const char *text, size_t len, TokenId
 // vocabulary.
 const uint8_t *tokenizer_token_bytes(const Tokenizer *tok, int id, size_t *len);
 
+// Prints a generated sample (n ids) between two rule lines, as the trainers
+// do after training; `after_step` goes in the heading.
+void tokenizer_print_sample(const Tokenizer *tok, const int32_t *ids, int n, int after_step);
+
 #endif

@@ -13,14 +13,7 @@
 static void print_sample(CpuTrainer *tr, const Tokenizer *tok, int n) {
     int32_t *ids = xmalloc((size_t)(n + 1) * sizeof(int32_t));
     cpu_trainer_sample(tr, ids, n, tokenizer_eot(tok));
-    printf("---- sample after step %d ----\n", tr->step);
-    for (int i = 1; i <= n; i++) {
-        size_t len;
-        const uint8_t *bytes = tokenizer_token_bytes(tok, ids[i], &len);
-        if (bytes) fwrite(bytes, 1, len, stdout);
-    }
-    printf("\n------------------------------\n");
-    fflush(stdout);
+    tokenizer_print_sample(tok, ids + 1, n, tr->step);  // ids[0] is the prompt
     free(ids);
 }
 

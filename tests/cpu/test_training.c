@@ -9,41 +9,9 @@
 #include <unistd.h>
 
 #include "checkpoint.h"
-#include "file_helpers.h"
-#include "shard.h"
 #include "train_cpu.h"
 #include "train_state.h"
-
-// A learnable corpus in a fresh tmpdir: a fixed random sequence of 29
-// tokens, repeated.
-static void make_shards(void) {
-    make_tmpdir();
-    Rng rng;
-    rng_seed(&rng, 99);
-    int32_t motif[29], tokens[4000];
-    for (int i = 0; i < 29; i++) motif[i] = (int32_t)rng_below(&rng, 64);
-    for (int i = 0; i < 4000; i++) tokens[i] = motif[i % 29];
-    char err[ERR_LEN];
-    cr_assert(shard_write(tmp_path("train_000.bin"), tokens, 4000, err) == 0, "%s", err);
-    cr_assert(shard_write(tmp_path("val_000.bin"), tokens, 1000, err) == 0, "%s", err);
-}
-
-static TrainOptions tiny_options(void) {
-    TrainOptions o = train_options_default();
-    snprintf(o.train_pattern, sizeof o.train_pattern, "%s", tmp_path("train_*.bin"));
-    snprintf(o.val_pattern, sizeof o.val_pattern, "%s", tmp_path("val_*.bin"));
-    snprintf(o.checkpoint_dir, sizeof o.checkpoint_dir, "%s", tmp_path("ckpt"));
-    o.model = (GPT2Config){.max_seq_len = 16, .vocab_size = 64, .padded_vocab_size = 64,
-                           .num_layers = 2, .num_heads = 2, .channels = 32, .tied = 0};
-    o.B = 4;
-    o.T = 16;
-    o.steps = 40;
-    o.lr = (LrSchedule){.max_lr = 1e-2f, .min_lr_fraction = 0.1f, .warmup_steps = 5,
-                        .total_steps = 40};
-    o.val_every = 10;
-    o.val_batches = 2;
-    return o;
-}
+#include "training_fixture.h"
 
 static void run_steps(CpuTrainer *tr, int n, float *losses) {
     char err[ERR_LEN];
@@ -54,10 +22,10 @@ static void run_steps(CpuTrainer *tr, int n, float *losses) {
     }
 }
 
-TestSuite(training, .init = make_shards, .fini = remove_tmpdir);
+TestSuite(training, .init = make_learnable_shards, .fini = remove_tmpdir);
 
 Test(training, loss_falls_on_a_learnable_corpus) {
-    TrainOptions o = tiny_options();
+    TrainOptions o = tiny_train_options(40);
     CpuTrainer tr;
     char err[ERR_LEN];
     cr_assert(cpu_trainer_init(&tr, &o, err) == 0, "%s", err);
@@ -74,7 +42,7 @@ Test(training, loss_falls_on_a_learnable_corpus) {
 }
 
 Test(training, same_seed_same_run) {
-    TrainOptions o = tiny_options();
+    TrainOptions o = tiny_train_options(40);
     CpuTrainer a, b;
     char err[ERR_LEN];
     cr_assert(cpu_trainer_init(&a, &o, err) == 0, "%s", err);
@@ -89,7 +57,7 @@ Test(training, same_seed_same_run) {
 }
 
 Test(training, checkpoint_round_trip_keeps_parameters) {
-    TrainOptions o = tiny_options();
+    TrainOptions o = tiny_train_options(40);
     CpuTrainer tr;
     char err[ERR_LEN], path[512];
     cr_assert(cpu_trainer_init(&tr, &o, err) == 0, "%s", err);
@@ -109,7 +77,7 @@ Test(training, resumed_run_continues_bit_identically) {
     // running to 70 makes the resumed run cross into the second epoch, whose
     // shuffled order must come out the same too.
     enum { TOTAL = 70, FIRST = 60 };
-    TrainOptions o = tiny_options();
+    TrainOptions o = tiny_train_options(40);
     o.steps = TOTAL;
     CpuTrainer straight, first, second;
     char err[ERR_LEN], path[512];
@@ -139,7 +107,7 @@ Test(training, resumed_run_continues_bit_identically) {
 }
 
 Test(training, resume_rejects_a_missing_state_file) {
-    TrainOptions o = tiny_options();
+    TrainOptions o = tiny_train_options(40);
     CpuTrainer tr;
     char err[ERR_LEN], path[512];
     cr_assert(cpu_trainer_init(&tr, &o, err) == 0, "%s", err);

@@ -6,25 +6,15 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../cpu/file_helpers.h"
+#include "../cpu/training_fixture.h"
 #include "gpu_test.h"
-#include "shard.h"
 #include "tolerances.h"
 #include "train_cpu.h"
 #include "train_gpu.h"
 
-// A learnable corpus: a fixed random sequence of 29 tokens, repeated.
 static void setup(void) {
     gpu_test_init();  // skips the test where there is no GPU
-    make_tmpdir();
-    Rng rng;
-    rng_seed(&rng, 99);
-    int32_t motif[29], tokens[4000];
-    for (int i = 0; i < 29; i++) motif[i] = (int32_t)rng_below(&rng, 64);
-    for (int i = 0; i < 4000; i++) tokens[i] = motif[i % 29];
-    char err[ERR_LEN];
-    cr_assert(shard_write(tmp_path("train_000.bin"), tokens, 4000, err) == 0, "%s", err);
-    cr_assert(shard_write(tmp_path("val_000.bin"), tokens, 1000, err) == 0, "%s", err);
+    make_learnable_shards();
 }
 
 static void teardown(void) {
@@ -33,23 +23,6 @@ static void teardown(void) {
 }
 
 TestSuite(gpu_training, .init = setup, .fini = teardown);
-
-static TrainOptions tiny_options(int steps) {
-    TrainOptions o = train_options_default();
-    snprintf(o.train_pattern, sizeof o.train_pattern, "%s", tmp_path("train_*.bin"));
-    snprintf(o.val_pattern, sizeof o.val_pattern, "%s", tmp_path("val_*.bin"));
-    snprintf(o.checkpoint_dir, sizeof o.checkpoint_dir, "%s", tmp_path("ckpt"));
-    o.model = (GPT2Config){.max_seq_len = 16, .vocab_size = 64, .padded_vocab_size = 64,
-                           .num_layers = 2, .num_heads = 2, .channels = 32, .tied = 0};
-    o.B = 4;
-    o.T = 16;
-    o.steps = steps;
-    o.lr = (LrSchedule){.max_lr = 1e-2f, .min_lr_fraction = 0.1f, .warmup_steps = 5,
-                        .total_steps = steps};
-    o.val_every = 10;
-    o.val_batches = 2;
-    return o;
-}
 
 static void gpu_steps(GpuTrainer *tr, int n, float *losses) {
     char err[ERR_LEN];
@@ -62,7 +35,7 @@ static void gpu_steps(GpuTrainer *tr, int n, float *losses) {
 
 Test(gpu_training, follows_the_cpu_trainer) {
     enum { STEPS = 10 };
-    TrainOptions o = tiny_options(STEPS);
+    TrainOptions o = tiny_train_options(STEPS);
     Optimizations baseline = chapter_optimizations(0);
     CpuTrainer cpu;
     GpuTrainer gpu;
@@ -85,7 +58,7 @@ Test(gpu_training, follows_the_cpu_trainer) {
 Test(gpu_training, resumed_run_continues_bit_identically) {
     // 62 windows per epoch: resuming at 60 and running to 70 crosses an epoch.
     enum { TOTAL = 70, FIRST = 60 };
-    TrainOptions o = tiny_options(TOTAL);
+    TrainOptions o = tiny_train_options(TOTAL);
     Optimizations baseline = chapter_optimizations(0);
     GpuTrainer straight, first, second;
     char err[ERR_LEN], path[512];
