@@ -153,8 +153,8 @@ gpu-tests-run: $(GPU_TESTS)
 # On a GPU machine: every GPU test, then compute-sanitizer over the kernel tests.
 test-gpu: $(GPU_TESTS)
 	$(GPU_TESTS) --jobs 1
-	compute-sanitizer --tool memcheck --error-exitcode 1 $(GPU_TESTS) --jobs 1 --filter 'kernels*/*'
-	compute-sanitizer --tool racecheck --error-exitcode 1 $(GPU_TESTS) --jobs 1 --filter 'kernels*/*'
+	compute-sanitizer --tool memcheck --error-exitcode 1 $(GPU_TESTS) --jobs 1 --filter '@(kernels|exercise)*/*'
+	compute-sanitizer --tool racecheck --error-exitcode 1 $(GPU_TESTS) --jobs 1 --filter '@(kernels|exercise)*/*'
 
 test-cpu: $(CPU_TESTS) $(PROGRAMS) $(SHAKESPEARE)
 	@# Criterion runs tests in parallel; one OpenMP thread each avoids oversubscription.
@@ -268,3 +268,44 @@ check-exercises: check-exercises-generated $(GPU_TESTS) $(EXERCISE_GPU_TESTS)
 	done < $(EXERCISE_TABLE); \
 	if [ $$bad = 0 ]; then echo "check-exercises: every exercise fails unfinished and passes solved"; fi; \
 	exit $$bad
+
+# ---- demos ---------------------------------------------------------------
+# chapters/NN_slug/*.cu: each chapter's demo, a program of its own, compiled
+# like the kernels and linked with them and with the exercise set that
+# EXERCISE_DIR names. `make test` builds them: a demo that no longer compiles
+# fails CI like any other CUDA file.
+DEMOS := $(BUILD)/demos/gemm_shapes
+.PHONY: demo-01
+
+# make demo-01: chapter 01's GEMMs at GPT-2's shapes, fp32 against TF32 (and the
+# exercise's kernel); DEMO_CSV=path also writes the table there.
+demo-01: $(BUILD)/demos/gemm_shapes
+	@if $(EXERCISE_HAVE_GPU); then $< $(DEMO_CSV); else echo "demo-01: no GPU here: built $<, not run"; fi
+
+$(BUILD)/demos/gemm_shapes: $(BUILD)/obj/chapters/01_tensor_cores/gemm_shapes.o \
+                            $(BUILD)/lib$(EXERCISE_DIR).a $(LIBKERNELS)
+	@mkdir -p $(dir $@)
+	$(NVCC) $(CUDA_ARCH) $^ -o $@ -lcublas
+
+gpu-tests-run: $(DEMOS)
+
+# ---- plots ---------------------------------------------------------------
+# make plots: the book's figures, results/<gpu>/plots/NAME.svg (HTML) and
+# NAME.pdf (PDF), drawn by tools/plots.py from each results/<gpu>/results.csv
+# and logs/ that `make bench` measured. No GPU needed.
+# matplotlib is Debian's python3-matplotlib (`make deps` installs it), which
+# Debian's /usr/bin/python3 sees and a pyenv or venv python3 does not: the
+# first of /usr/bin/python3 and python3 that imports matplotlib draws them.
+# PLOTS_PYTHON=/path/to/python3 picks another.
+PLOTS_PYTHON ?= $(firstword $(foreach py,/usr/bin/python3 python3,$(shell \
+                  $(py) -c 'import matplotlib' 2>/dev/null && echo $(py))) /usr/bin/python3)
+.PHONY: plots reset
+plots: deps
+	$(PLOTS_PYTHON) tools/plots.py
+
+# make reset: deletes what is generated from the measurements, results/*/plots/
+# and build/book/. It does NOT delete the measurements themselves,
+# results/*/results.csv, environment.txt and logs/: only a GPU and `make bench`
+# can remake those.
+reset:
+	rm -rf results/*/plots $(BUILD)/book

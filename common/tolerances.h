@@ -56,4 +56,14 @@
 // on the tiny model (H100, 2026-11-20).
 #define TOL_GPU_MODEL_TF32 5e-3
 
+// Chapter 01's exercise, one TF32 GEMM of our own (tiled_gemm_tf32) against
+// the CPU's fp32 matmul. Each operand is rounded to nearest at 11 significant
+// bits, a relative error of at most 2^-11, so one product is off by at most
+// 2^-10 = 9.8e-4 of itself (the whole error when K = 1); over a sum of
+// products of random signs the errors partly cancel: at most 3.4e-4 of the
+// output's scale over the test's shapes (H100, 2026-11-20). 2e-3 is twice
+// the one-product bound and far below what a wrong index or a lost tile of K
+// gives (~1e-1 and more).
+#define TOL_TF32_GEMM 2e-3
+
 #endif

@@ -56,11 +56,13 @@ void gpu_check_launch(const GpuContext *ctx, const char *kernel_name);
 void *gpu_malloc(size_t bytes, const char *what);
 void gpu_free(void *ptr);  // cudaFree, checked; NULL is fine
 
+// ANCHOR: gemm_compute_type
 // The compute type of every fp32 GEMM (matmul and attention). This is
 // chapter 01's switch: the same cuBLAS calls, with TF32 tensor cores allowed.
 static inline cublasComputeType_t gpu_gemm_compute_type(const GpuContext *ctx) {
     return ctx->tensor_cores ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
 }
+// ANCHOR_END: gemm_compute_type
 
 // Reporting functions behind the checks below; they do not return.
 void gpu_fail_cuda(cudaError_t err, const char *call, const char *file, int line)

@@ -11,6 +11,8 @@ declare -A probe=(
   [curl]=/usr/bin/curl
   [ca-certificates]=/etc/ssl/certs/ca-certificates.crt
   [pandoc]=/usr/bin/pandoc
+  # `make plots` (tools/plots.py) runs Debian's /usr/bin/python3 with it
+  [python3-matplotlib]=/usr/lib/python3/dist-packages/matplotlib/__init__.py
 )
 
 missing=()

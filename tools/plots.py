@@ -1,0 +1,494 @@
+#!/usr/bin/env python3
+"""plots.py: draw the benchmark results as figures for the book. Run by `make plots`.
+
+For every folder results/<gpu>/ that holds a results.csv (written by
+tools/bench.sh, `make bench`), this reads
+
+    results/<gpu>/results.csv       one row per run (median over the timed steps)
+    results/<gpu>/environment.txt   the GPU's name and the benchmark's settings
+    results/<gpu>/logs/chNN.txt     each chapter's run, step by step
+
+and writes results/<gpu>/plots/, each figure twice under one base name,
+NAME.svg for the HTML book and NAME.pdf for the PDF book:
+
+    throughput   tok/s per chapter, and beside each chapter the PyTorch run
+                 that is its fair comparison (CHAPTER_PYTORCH below)
+    speedup      tok/s over chapter 00's, PyTorch's best run as a line
+    phases       ms per step split into data, forward, backward, optimizer
+    loss_curves  loss per step of every chapter (they should overlap: each
+                 chapter computes the same model), and each one's difference
+                 from chapter 00's
+    heatmap      tok/s per chapter (rows) and step (columns)
+
+"Chapter" rows are those labelled exactly chNN, at the benchmark's base batch;
+ablations (ch01-no-tensor-cores) and the larger batch (ch00-B32) are left out.
+
+The output is deterministic: the same inputs give byte-identical files (no
+dates, fixed SVG ids), and a file whose bytes would not change is not
+rewritten, so regenerating leaves git and make alone.
+
+    /usr/bin/python3 tools/plots.py [RESULTS_DIR]     (default: results)
+
+It needs matplotlib. `make deps` installs Debian's python3-matplotlib, which
+Debian's /usr/bin/python3 sees (a pyenv or venv python3 does not): `make
+plots` runs /usr/bin/python3 unless another python3 has matplotlib, or
+PLOTS_PYTHON names one.
+"""
+
+import csv
+import io
+import os
+import re
+import sys
+import textwrap
+
+# ---- chapter -> the PyTorch row that is its fair comparison --------------
+# Chapter N's bar in throughput.svg stands beside the PyTorch run (a `label`
+# in results.csv, written by tools/pytorch_reference.py) that uses the same
+# numerics, so that the comparison is like for like:
+#   0  FP32 baseline             eager PyTorch in FP32, TF32 off
+#   1  FP32 GEMMs on tensor cores eager PyTorch with TF32 matmuls
+# When later chapters land, add them here, e.g.
+#   N  BF16 mixed precision       "pytorch-eager-bf16"
+#   M  the last chapter           "pytorch-compile-bf16-flash" (torch.compile,
+#                                 flash attention: PyTorch's best recipe)
+# A chapter not listed, or whose row is not in results.csv, gets no PyTorch bar.
+CHAPTER_PYTORCH = {
+    0: "pytorch-eager-fp32",
+    1: "pytorch-eager-tf32",
+}
+
+PHASES = [  # results.csv column, legend label, colour
+    ("data_ms", "data", "#8c8c8c"),
+    ("forward_ms", "forward", "#4c72b0"),
+    ("backward_ms", "backward", "#dd8452"),
+    ("optimizer_ms", "optimizer", "#55a868"),
+]
+OURS_COLOUR = "#4c72b0"
+TORCH_COLOUR = "#ee4c2c"  # PyTorch's orange-red
+FIGURES = ("throughput", "speedup", "phases", "loss_curves", "heatmap")
+
+try:
+    import matplotlib
+except ImportError:
+    sys.exit(
+        f"plots: matplotlib is not installed for {sys.executable}.\n"
+        "plots: `make deps` installs Debian's python3-matplotlib, for /usr/bin/python3;\n"
+        "plots: or run `PLOTS_PYTHON=/path/to/python3 make plots` with one that has it."
+    )
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib import colors, ticker  # noqa: E402
+
+matplotlib.rcParams.update({
+    "svg.hashsalt": "gpt2-fast",  # fixed ids inside the SVG: reproducible files
+    "svg.fonttype": "path",       # text drawn as paths: looks the same in every browser
+    "pdf.fonttype": 42,           # TrueType fonts embedded in the PDF
+    "font.size": 10,
+    "axes.titlesize": 11,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "axes.axisbelow": True,
+    "figure.dpi": 100,
+})
+# No creation dates or software versions in the files.
+METADATA = {
+    "svg": {"Date": None, "Creator": None},
+    "pdf": {"CreationDate": None, "ModDate": None, "Creator": None, "Producer": None},
+}
+
+CHAPTER_LABEL = re.compile(r"^ch(\d\d)$")
+STEP_LINE = re.compile(
+    r"^step\s+(\d+)/(\d+)\s*\|\s*loss\s+(\S+)\s*\|.*?\|\s*([\d.]+)\s*ms\s*\|\s*([\d.]+)\s*tok/s")
+
+
+# ---- reading -------------------------------------------------------------
+def number(text):
+    try:
+        return float(text)
+    except (TypeError, ValueError):
+        return None
+
+
+def read_rows(path):
+    with open(path, newline="") as f:
+        rows = list(csv.DictReader(f))
+    for row in rows:
+        for key in list(row):
+            if key not in ("label", "chapter"):
+                row[key] = number(row[key])
+    return rows
+
+
+def read_environment(path):
+    env = {}
+    if os.path.exists(path):
+        with open(path) as f:
+            for line in f:
+                key, sep, value = line.partition(":")
+                if sep:
+                    env[key.strip()] = value.strip()
+    settings = dict(re.findall(r"(\w+)=(\d+)", env.get("settings", "")))
+    env["warmup"] = int(settings["warmup"]) if "warmup" in settings else None
+    return env
+
+
+def read_log(path):
+    """Steps of one trainer run: {'title', 'steps': [(step, loss, ms, tok/s)], 'total'}."""
+    run = {"title": "", "model": "", "steps": [], "total": None}
+    with open(path) as f:
+        for line in f:
+            m = re.match(r"^chapter\s+\d+:\s*(.*)$", line)
+            if m and not run["title"]:
+                run["title"] = m.group(1).strip()
+            m = re.match(r"^model:\s*L=(\d+)\s+H=(\d+)\s+C=(\d+)", line)
+            if m and not run["model"]:
+                run["model"] = f"{m.group(1)} layers, {m.group(2)} heads, {m.group(3)} channels"
+            m = STEP_LINE.match(line)
+            if m:
+                step, total = int(m.group(1)), int(m.group(2))
+                run["steps"].append((step, number(m.group(3)), float(m.group(4)), float(m.group(5))))
+                run["total"] = total
+    return run
+
+
+# ---- drawing helpers -----------------------------------------------------
+def rel(path):
+    """A path as the reader finds it in the repository."""
+    return os.path.relpath(path, REPO)
+
+
+def read_bytes(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def thousands(x):
+    return f"{x:,.0f}"
+
+
+def k_tokens(x, _pos=None):
+    return f"{x / 1000:,.0f}k" if x >= 1000 else f"{x:,.0f}"
+
+
+def chapter_tick(ch, title, width=18):
+    name = f"ch{ch:02d}"
+    return name + ("\n" + "\n".join(textwrap.wrap(title, width)) if title else "")
+
+
+def new_figure(n_columns, height=4.6, per_column=1.15, minimum=7.0):
+    return plt.subplots(figsize=(max(minimum, 2.5 + per_column * n_columns), height))
+
+
+def finish(ctx, fig, title, subtitle, sources, name, after_layout=None):
+    """Title, subtitle and the source footnote; then write NAME.svg and NAME.pdf."""
+    height = fig.get_figheight()  # inches: the header and footnote keep their size
+    fig.text(0.01, 1 - 0.12 / height, title, fontsize=12, fontweight="bold", ha="left",
+             va="top")
+    fig.text(0.01, 1 - 0.42 / height, subtitle, fontsize=8.5, color="#444444", ha="left",
+             va="top", linespacing=1.4)
+    # The footnote, wrapped to the figure's width (7 pt DejaVu Sans: ~18 characters an inch).
+    foot = textwrap.wrap("Source: " + sources + ctx["when"], int(fig.get_figwidth() * 18))
+    fig.text(0.01, 0.08 / height, "\n".join(foot), fontsize=7, color="#666666", ha="left",
+             va="bottom", linespacing=1.3)
+    fig.tight_layout(rect=(0, (0.2 + 0.13 * len(foot)) / height, 1, 1 - 0.85 / height))
+    if after_layout:
+        after_layout()
+    out_dir = ctx["out"]
+    os.makedirs(out_dir, exist_ok=True)
+    written = []
+    for fmt in ("svg", "pdf"):
+        buf = io.BytesIO()
+        fig.savefig(buf, format=fmt, metadata=METADATA[fmt])
+        data = buf.getvalue()
+        path = os.path.join(out_dir, f"{name}.{fmt}")
+        if not os.path.exists(path) or read_bytes(path) != data:
+            with open(path, "wb") as f:
+                f.write(data)
+            written.append(rel(path))
+    plt.close(fig)
+    return written
+
+
+def label_bars(ax, bars, texts, size=8):
+    """Each bar's value above it, on white so that a line behind does not hide it."""
+    for bar, text in zip(bars, texts):
+        x = bar.get_x() + bar.get_width() / 2
+        ax.annotate(text, (x, bar.get_height()), xytext=(0, 3), textcoords="offset points",
+                    ha="center", va="bottom", fontsize=size, color="#222222", zorder=4,
+                    bbox={"boxstyle": "square,pad=0.1", "fc": "white", "ec": "none"})
+
+
+# ---- the figures ---------------------------------------------------------
+def plot_throughput(ctx):
+    chapters, torch_rows = ctx["chapters"], ctx["torch"]
+    fig, ax = new_figure(len(chapters))
+    xs = list(range(len(chapters)))
+    paired = [torch_rows.get(CHAPTER_PYTORCH.get(ch["n"])) for ch in chapters]
+    any_torch = any(paired)
+    width = 0.38 if any_torch else 0.6
+    off = width / 2 if any_torch else 0
+    # Exact numbers while there is room for them, thousands when the bars get narrow.
+    value = thousands if len(chapters) <= 4 else (lambda v: f"{v / 1000:.0f}k")
+    ours = ax.bar([x - off for x in xs], [ch["row"]["tok_per_s"] for ch in chapters], width,
+                  color=OURS_COLOUR, label="ours (C/CUDA)")
+    label_bars(ax, ours, [value(ch["row"]["tok_per_s"]) for ch in chapters])
+    if any_torch:
+        pairs = [(x, row) for x, row in zip(xs, paired) if row]
+        tb = ax.bar([x + off for x, _ in pairs], [row["tok_per_s"] for _, row in pairs], width,
+                    color=TORCH_COLOUR, label="PyTorch with the same numerics")
+        label_bars(ax, tb, [value(row["tok_per_s"]) for _, row in pairs])
+    ax.set_xticks(xs, [chapter_tick(ch["n"], ch["title"]) for ch in chapters], fontsize=8.5)
+    ax.set_ylabel("tokens per second (higher is better)")
+    ax.yaxis.set_major_formatter(ticker.FuncFormatter(k_tokens))
+    ax.grid(axis="y", color="#dddddd")
+    ax.margins(y=0.12)
+    ax.legend(loc="upper left", frameon=False, fontsize=8.5)
+
+    def name_torch_bars():  # each PyTorch bar's run, inside the bar where it fits
+        if not any_torch:
+            return
+        points_per_unit = ax.bbox.height * 72 / fig.dpi / (ax.get_ylim()[1] - ax.get_ylim()[0])
+        for bar, (_, row) in zip(tb, pairs):
+            name = row["label"].removeprefix("pytorch-")
+            if bar.get_height() * points_per_unit > 7.5 * 0.65 * len(name) + 12:
+                ax.text(bar.get_x() + bar.get_width() / 2, bar.get_height() / 2, name,
+                        rotation=90, ha="center", va="center", fontsize=7.5, color="white")
+    sources = rel(ctx["csv"]) + "; PyTorch beside " + ", ".join(
+        f"ch{ch['n']:02d}: {row['label']}" for ch, row in zip(chapters, paired) if row)
+    return finish(ctx, fig, "Training throughput by chapter", ctx["subtitle"], sources,
+                  "throughput", after_layout=name_torch_bars)
+
+
+def plot_speedup(ctx):
+    chapters = ctx["chapters"]
+    base = next((ch for ch in chapters if ch["n"] == 0), None)
+    if base is None:
+        return None, "no ch00 row to compare with"
+    base_tps = base["row"]["tok_per_s"]
+    fig, ax = new_figure(len(chapters))
+    xs = list(range(len(chapters)))
+    ups = [ch["row"]["tok_per_s"] / base_tps for ch in chapters]
+    bars = ax.bar(xs, ups, 0.6, color=OURS_COLOUR, label="ours (C/CUDA)")
+    label_bars(ax, bars, [f"{u:.2f}×" for u in ups], size=8.5)
+    ax.axhline(1.0, color="#888888", lw=0.8, ls=":")
+    if ctx["torch"]:
+        best = max(ctx["torch"].values(), key=lambda r: r["tok_per_s"])
+        up = best["tok_per_s"] / base_tps
+        ax.axhline(up, color=TORCH_COLOUR, lw=1.5, ls="--", zorder=3,
+                   label=f"PyTorch's best here ({best['label']}): {up:.2f}×")
+    ax.set_xticks(xs, [chapter_tick(ch["n"], ch["title"]) for ch in chapters], fontsize=8.5)
+    ax.set_ylabel("speed-up over chapter 00 (tok/s ÷ tok/s)")
+    ax.yaxis.set_major_formatter(ticker.FuncFormatter(lambda v, _: f"{v:g}×"))
+    ax.set_ylim(0, max(ups + [1.0]) * 1.18)
+    ax.grid(axis="y", color="#dddddd")
+    ax.legend(loc="upper left", frameon=False, fontsize=8.5)
+    return finish(ctx, fig, "Speed-up over the baseline (chapter 00)", ctx["subtitle"],
+                  rel(ctx["csv"]), "speedup"), None
+
+
+def plot_phases(ctx):
+    chapters = [ch for ch in ctx["chapters"]
+                if all(ch["row"].get(col) is not None for col, _, _ in PHASES)]
+    if not chapters:
+        return None, "no phase columns"
+    fig, ax = new_figure(len(chapters))
+    xs = list(range(len(chapters)))
+    totals = [sum(ch["row"][col] for col, _, _ in PHASES) for ch in chapters]
+    bottom = [0.0] * len(chapters)
+    for col, name, colour in PHASES:
+        vals = [ch["row"][col] for ch in chapters]
+        ax.bar(xs, vals, 0.6, bottom=bottom, color=colour, label=name)
+        for x, b, v, total in zip(xs, bottom, vals, totals):  # label segments big enough
+            if v >= 0.08 * max(totals):
+                ax.text(x, b + v / 2, f"{v:.0f} ms\n{100 * v / total:.0f}%", ha="center",
+                        va="center", fontsize=7.5, color="white")
+        bottom = [b + v for b, v in zip(bottom, vals)]
+    for x, ch, top in zip(xs, chapters, bottom):
+        ax.annotate(f"{ch['row']['ms_per_step']:.1f} ms/step", (x, top), xytext=(0, 2),
+                    textcoords="offset points", ha="center", va="bottom", fontsize=8)
+    ax.set_xticks(xs, [chapter_tick(ch["n"], ch["title"]) for ch in chapters], fontsize=8.5)
+    ax.set_ylabel("milliseconds per step (lower is better)")
+    ax.margins(y=0.1)
+    ax.grid(axis="y", color="#dddddd")
+    handles, labels = ax.get_legend_handles_labels()
+    ax.legend(handles[::-1], labels[::-1], loc="upper left", bbox_to_anchor=(1.0, 1.0),
+              frameon=False, fontsize=8.5)
+    note = ", columns " + ", ".join(col for col, _, _ in PHASES) + ": the median of each phase"
+    return finish(ctx, fig, "Where a training step's time goes, by chapter", ctx["subtitle"],
+                  rel(ctx["csv"]) + note, "phases"), None
+
+
+def log_sources(chapters):
+    folder = rel(os.path.dirname(chapters[0]["log_path"]))
+    return f"{folder}/chNN.txt for " + ", ".join(f"ch{ch['n']:02d}" for ch in chapters)
+
+
+def log_chapters(ctx):
+    return [ch for ch in ctx["chapters"] if ch["log"] and ch["log"]["steps"]]
+
+
+def plot_loss(ctx):
+    chapters = log_chapters(ctx)
+    if not chapters:
+        return None, "no logs"
+    base = next((ch for ch in chapters if ch["n"] == 0), None)
+    fig, (ax, dax) = plt.subplots(2, 1, sharex=True, figsize=(8, 5.6),
+                                  gridspec_kw={"height_ratios": [3, 1.4]})
+    cmap = plt.get_cmap("tab10")
+    styles = ["-", "--", "-.", ":"]
+    for i, ch in enumerate(chapters):
+        steps = [s for s, *_ in ch["log"]["steps"]]
+        loss = [l for _, l, _, _ in ch["log"]["steps"]]
+        ax.plot(steps, loss, color=cmap(i % 10), ls=styles[i % 4], lw=2.6 if i == 0 else 1.6,
+                label=f"ch{ch['n']:02d} {ch['title']}")
+        if base is not None and ch is not base:
+            ref = {s: l for s, l, _, _ in base["log"]["steps"]}
+            pts = [(s, l - ref[s]) for s, l in zip(steps, loss)
+                   if s in ref and l is not None and ref[s] is not None]
+            dax.plot([p[0] for p in pts], [p[1] for p in pts], color=cmap(i % 10),
+                     ls=styles[i % 4], lw=1.2, marker="o", ms=2.5)
+    ax.set_ylabel("training loss")
+    ax.grid(color="#eeeeee")
+    ax.legend(frameon=False, fontsize=8.5)
+    dax.axhline(0, color="#888888", lw=0.8)
+    dax.set_xlabel("step")
+    dax.set_ylabel("loss − ch00's")
+    dax.grid(color="#eeeeee")
+    lim = max([abs(v) for line in dax.get_lines() for v in line.get_ydata()] + [1e-4])
+    dax.set_ylim(-1.3 * lim, 1.3 * lim)
+    dax.yaxis.set_major_formatter(ticker.FuncFormatter(lambda v, _: f"{v:+.1e}" if v else "0"))
+    last = max(s for ch in chapters for s, *_ in ch["log"]["steps"])
+    dax.set_xlim(0.5, last + 0.5)
+    dax.xaxis.set_major_locator(ticker.MaxNLocator(integer=True, steps=[1, 2, 5, 10]))
+    dax.xaxis.set_minor_locator(ticker.MultipleLocator(1))
+    if base is None:
+        dax.text(0.5, 0.5, "no ch00 log to compare with", transform=dax.transAxes, ha="center")
+    ax.set_title("The logs print the loss to 4 decimals: differences of ±1e-4 are rounding",
+                 fontsize=8, color="#666666", loc="right")
+    sources = log_sources(chapters)
+    return finish(ctx, fig, "Loss per step: every chapter trains the same model",
+                  ctx["subtitle_log"], sources, "loss_curves"), None
+
+
+def plot_heatmap(ctx):
+    chapters = log_chapters(ctx)
+    if not chapters:
+        return None, "no logs"
+    n_steps = max(s for ch in chapters for s, *_ in ch["log"]["steps"])
+    grid = [[float("nan")] * n_steps for _ in chapters]
+    for r, ch in enumerate(chapters):
+        for s, _, _, tps in ch["log"]["steps"]:
+            grid[r][s - 1] = tps
+    values = [v for row in grid for v in row if v == v]
+    fig, ax = plt.subplots(figsize=(max(8, 0.25 * n_steps + 3), 2.4 + 0.5 * len(chapters)))
+    norm = colors.LogNorm(vmin=min(values), vmax=max(values)) if min(values) > 0 else None
+    im = ax.imshow(grid, aspect="auto", cmap="viridis", norm=norm, interpolation="nearest",
+                   extent=(0.5, n_steps + 0.5, len(chapters) - 0.5, -0.5))
+    cut = colour_middle(norm, values)
+    for r, row in enumerate(grid):
+        for c, v in enumerate(row):
+            if v == v:
+                ax.text(c + 1, r, f"{v / 1000:.0f}", ha="center", va="center", fontsize=6.5,
+                        color="black" if v >= cut else "white")
+    ax.set_yticks(range(len(chapters)), [f"ch{ch['n']:02d} {ch['title']}" for ch in chapters],
+                  fontsize=8.5)
+    ax.set_xticks(range(1, n_steps + 1), [str(s) for s in range(1, n_steps + 1)], fontsize=7.5)
+    ax.set_xlabel("step")
+    for side in ("top", "right"):
+        ax.spines[side].set_visible(True)
+    warmup = ctx["env"].get("warmup")
+    if warmup and warmup < n_steps:
+        ax.axvline(warmup + 0.5, color="white", lw=2)
+        ax.text(warmup / 2 + 0.5, -0.5, "warm-up (not timed)", ha="center", va="bottom",
+                fontsize=7.5, color="#444444")
+        ax.text((warmup + n_steps) / 2 + 0.5, -0.5, "timed steps (their median goes to results.csv)",
+                ha="center", va="bottom", fontsize=7.5, color="#444444")
+    bar = fig.colorbar(im, ax=ax, pad=0.01, fraction=0.04)
+    bar.set_label("tokens per second")
+    bar.ax.yaxis.set_major_formatter(ticker.FuncFormatter(k_tokens))
+    bar.ax.yaxis.set_minor_formatter(ticker.NullFormatter())
+    bar.ax.yaxis.set_major_locator(ticker.MaxNLocator(5))
+    sources = log_sources(chapters) + "; cells: thousands of tok/s"
+    return finish(ctx, fig, "Throughput at every step (tokens per second)", ctx["subtitle_log"],
+                  sources, "heatmap"), None
+
+
+def colour_middle(norm, values):
+    """The value at the middle of the colour scale: text is dark above it, light below."""
+    lo, hi = min(values), max(values)
+    return (lo * hi) ** 0.5 if norm is not None else (lo + hi) / 2
+
+
+# ---- one results/<gpu>/ folder ---------------------------------------------
+def plot_gpu(folder):
+    csv_path = os.path.join(folder, "results.csv")
+    env = read_environment(os.path.join(folder, "environment.txt"))
+    rows = read_rows(csv_path)
+    gpu = env.get("gpu") or os.path.basename(folder)
+    chapters = []
+    for row in rows:
+        m = CHAPTER_LABEL.match(row["label"])
+        if m and row.get("tok_per_s"):
+            log_path = os.path.join(folder, "logs", row["label"] + ".txt")
+            log = read_log(log_path) if os.path.exists(log_path) else None
+            chapters.append({"n": int(m.group(1)), "row": row, "log": log, "log_path": log_path,
+                             "title": (log or {}).get("title", "")})
+    chapters.sort(key=lambda ch: ch["n"])
+    if not chapters:
+        print(f"plots: {rel(csv_path)}: no chapter rows (chNN): nothing to draw")
+        return []
+    base_b, base_t = chapters[0]["row"]["B"], chapters[0]["row"]["T"]
+    # PyTorch rows at the chapters' batch and sequence length.
+    torch_rows = {r["label"]: r for r in rows if r["label"].startswith("pytorch")
+                  and r.get("tok_per_s") and r["B"] == base_b and r["T"] == base_t}
+    timed = chapters[0]["row"]["steps"]
+    warmup = env.get("warmup")
+    batch = f"B={base_b:.0f}, T={base_t:.0f}"
+    median = f"median of {timed:.0f} timed steps" + (f", after {warmup} warm-up steps" if warmup else "")
+    model = next((ch["log"]["model"] for ch in chapters if ch["log"] and ch["log"]["model"]), "")
+    data = re.search(r"data (.*)$", env.get("settings", ""))
+    gpt2 = f"GPT-2 ({model})" if model else "GPT-2"
+    when = ", ".join(x for x in (f"measured {env['date'][:10]}" if env.get("date") else "",
+                                 f"commit {env['commit']}" if env.get("commit") else "") if x)
+    ctx = {
+        "csv": csv_path, "env": env, "chapters": chapters, "torch": torch_rows,
+        "out": os.path.join(folder, "plots"),
+        "subtitle": f"{gpu}  ·  {batch}  ·  {median}\n{gpt2}"
+                    + (f"  ·  data: {data.group(1)}" if data else ""),
+        "subtitle_log": f"{gpu}  ·  {batch}  ·  every step of each chapter's benchmark run\n"
+                        f"{gpt2}  ·  data: TinyShakespeare",
+        "when": f" ({when})" if when else "",
+    }
+    written = []
+    for name, draw in (("throughput", lambda c: (plot_throughput(c), None)),
+                       ("speedup", plot_speedup), ("phases", plot_phases),
+                       ("loss_curves", plot_loss), ("heatmap", plot_heatmap)):
+        files, why = draw(ctx)
+        if files is None:
+            print(f"plots: {rel(folder)}: no {name} plot: {why}")
+        else:
+            written += files
+    return written
+
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def main(argv):
+    results = argv[1] if len(argv) > 1 else os.path.join(REPO, "results")
+    folders = sorted(os.path.join(results, d) for d in os.listdir(results)
+                     if os.path.isfile(os.path.join(results, d, "results.csv")))
+    if not folders:
+        sys.exit(f"plots: no {results}/<gpu>/results.csv: run `make bench` on a GPU first")
+    for folder in folders:
+        written = plot_gpu(folder)
+        out = rel(os.path.join(folder, "plots"))
+        if written:
+            print(f"plots: wrote {', '.join(written)}")
+        else:
+            print(f"plots: {out}/ is up to date")
+
+
+if __name__ == "__main__":
+    main(sys.argv)
