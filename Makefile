@@ -309,3 +309,29 @@ plots: deps
 # can remake those.
 reset:
 	rm -rf results/*/plots $(BUILD)/book
+
+# ---- book ----------------------------------------------------------------
+# make book: build/book/book.html (one self-contained file) and
+# build/book/book.pdf, with pandoc and pdflatex, from book/preface.md, the
+# chapters' README.md and book/appendix_*.md (book/README.md says how).
+# make book-check: every listing, number, results table, image and link of
+# the book checked against the sources and results/, nothing written; fast.
+# make book-test: the filter's own tests (tests/book/test_filter.sh), then the
+# book built and looked at as a reader would: titles, listings and figures in
+# both files, screenshots and PDF pages to look at (tests/book/check_book.sh).
+.PHONY: book book-html book-pdf book-check book-test
+book: book-html book-pdf
+
+book-html book-pdf:
+	@bash tools/deps.sh book
+	@bash tools/book_build.sh $(patsubst book-%,%,$@)
+
+book-check:
+	@bash tools/deps.sh
+	@bash tools/book_build.sh check
+
+book-test:
+	@bash tools/deps.sh book-test
+	@bash tests/book/test_filter.sh
+	@$(MAKE) --no-print-directory book
+	@bash tests/book/check_book.sh

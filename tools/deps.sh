@@ -15,6 +15,24 @@ declare -A probe=(
   [python3-matplotlib]=/usr/lib/python3/dist-packages/matplotlib/__init__.py
 )
 
+# `tools/deps.sh book` adds what `make book` needs: pdflatex, KOMA-Script and
+# Latin Modern (about 180 MB installed). `tools/deps.sh book-test` adds, on
+# top, a headless Chromium and pdftoppm for `make book-test`.
+case "${1:-}" in
+  book | book-test)
+    probe[texlive-latex-recommended]=/usr/share/texlive/texmf-dist/tex/latex/koma-script/scrbook.cls
+    probe[lmodern]=/usr/share/texmf/tex/latex/lm/lmodern.sty
+    ;;&
+  book-test)
+    probe[poppler-utils]=/usr/bin/pdftoppm
+    browser=
+    for b in chromium chromium-browser google-chrome google-chrome-stable; do
+      command -v "$b" >/dev/null && browser=$b && break
+    done
+    [ -n "$browser" ] || probe[chromium]=/usr/bin/chromium
+    ;;
+esac
+
 missing=()
 for pkg in "${!probe[@]}"; do
   [ -e "${probe[$pkg]}" ] || missing+=("$pkg")
