@@ -27,7 +27,7 @@ LIBCOMMON    := $(BUILD)/libcommon.a
 TOOL_SRCS := $(wildcard tools/*.c)
 TOOLS     := $(TOOL_SRCS:tools/%.c=$(BUILD)/%)
 
-PROGRAMS := $(BUILD)/train_gpt2_cpu $(BUILD)/train_gpt2_fp32 $(TOOLS)
+PROGRAMS := $(BUILD)/train_gpt2_cpu $(BUILD)/train_gpt2_fp32 $(BUILD)/train_gpt2_bf16 $(TOOLS)
 
 # kernels/: CUDA, compiled by nvcc for Hopper (sm_90) into one library that C
 # code reaches through the extern "C" launchers declared in kernels/*.h.
@@ -43,7 +43,8 @@ LIBKERNELS  := $(BUILD)/libkernels.a
 CUDA_LIBS   := -L$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lcudart -lstdc++ -ldl -lpthread -lrt
 
 # tests/gpu/: Criterion tests that call the kernels; they skip without a GPU.
-GPU_TEST_SRCS := $(wildcard tests/gpu/*.c)
+# (*_bf16.c files are for the bf16 build only: see the bf16 block.)
+GPU_TEST_SRCS := $(filter-out %_bf16.c,$(wildcard tests/gpu/*.c))
 GPU_TEST_OBJS := $(GPU_TEST_SRCS:%.c=$(BUILD)/obj/%.o)
 GPU_TESTS     := $(BUILD)/tests/gpu_tests
 
@@ -129,30 +130,38 @@ run: deps
 	fi
 
 # make train CH=N: chapter N's trainer on TinyShakespeare (ARGS adds flags).
+# The chapter table (--list-chapters) says which precision, so which of
+# build/train_gpt2_fp32 and build/train_gpt2_bf16, runs chapter N.
 CH ?= 0
-train: $(SHAKESPEARE) $(BUILD)/train_gpt2_fp32
-	$(BUILD)/train_gpt2_fp32 --chapter $(CH) --data $(DATA)/tinyshakespeare \
+train: $(SHAKESPEARE) $(BUILD)/train_gpt2_fp32 $(BUILD)/train_gpt2_bf16
+	@prec=$$($(BUILD)/train_gpt2_fp32 --list-chapters | awk -v ch='$(CH)' \
+	         'NR > 1 && ch ~ /^[0-9]+$$/ && $$1 + 0 == ch + 0 {print $$2}'); \
+	set -x; $(BUILD)/train_gpt2_$${prec:-fp32} --chapter $(CH) --data $(DATA)/tinyshakespeare \
 	  --encoder $(RAW)/gpt2_encoder.json --bpe $(RAW)/gpt2_vocab.bpe $(ARGS)
 
 # Every chapter at the same settings, PyTorch beside them: results/<gpu>/.
-bench: $(BUILD)/train_gpt2_fp32 $(SHAKESPEARE)
+bench: $(BUILD)/train_gpt2_fp32 $(BUILD)/train_gpt2_bf16 $(SHAKESPEARE)
 	bash tools/bench.sh
 
 # ---- tests ---------------------------------------------------------------
 # On a machine without a GPU the GPU tests still build (CUDA that does not
 # compile fails here) and report themselves skipped.
+# The GPU tests first: without a GPU they all skip, and the CPU tests' summary
+# (what actually ran) is the last word.
 test: deps
-	@$(MAKE) --no-print-directory test-cpu
 	@if [ -n "$(GPU_TEST_SRCS)" ]; then $(MAKE) --no-print-directory gpu-tests-run; fi
+	@$(MAKE) --no-print-directory test-cpu
 
 # Criterion's summary does not count skipped tests, so list them: without a
 # GPU every GPU test must say SKIP, never pass in silence.
 gpu-tests-run: $(GPU_TESTS)
 	set -o pipefail; $(GPU_TESTS) --jobs 1 --verbose 2>&1 | grep -v '^\[RUN \]'
+	set -o pipefail; $(GPU_TESTS_BF16) --jobs 1 --verbose 2>&1 | grep -v '^\[RUN \]'
 
 # On a GPU machine: every GPU test, then compute-sanitizer over the kernel tests.
 test-gpu: $(GPU_TESTS)
 	$(GPU_TESTS) --jobs 1
+	$(GPU_TESTS_BF16) --jobs 1
 	compute-sanitizer --tool memcheck --error-exitcode 1 $(GPU_TESTS) --jobs 1 --filter '@(kernels|exercise)*/*'
 	compute-sanitizer --tool racecheck --error-exitcode 1 $(GPU_TESTS) --jobs 1 --filter '@(kernels|exercise)*/*'
 
@@ -180,11 +189,18 @@ clean:
 # names: solutions/, or exercises/ with EXERCISES=1 (make train CH=0 EXERCISES=1).
 EXERCISES     ?= 0
 EXERCISE_DIR  := $(if $(filter 1,$(EXERCISES)),exercises,solutions)
-SOLUTION_OBJS := $(patsubst %.cu,$(BUILD)/obj/%.o,$(wildcard solutions/*/*.cu))
-EXERCISE_OBJS := $(patsubst %.cu,$(BUILD)/obj/%.o,$(wildcard exercises/*/*.cu))
+# Exercises in C (host code, chapter 02's bf16 conversions) are compiled by
+# gcc like common/, go into the same archives, and are linked into the CPU
+# tests too: build/tests/cpu_tests (solutions/) and
+# build/exercises/tests/cpu_tests (exercises/).
+SOLUTION_C_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard solutions/*/*.c))
+EXERCISE_C_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard exercises/*/*.c))
+SOLUTION_OBJS := $(patsubst %.cu,$(BUILD)/obj/%.o,$(wildcard solutions/*/*.cu)) $(SOLUTION_C_OBJS)
+EXERCISE_OBJS := $(patsubst %.cu,$(BUILD)/obj/%.o,$(wildcard exercises/*/*.cu)) $(EXERCISE_C_OBJS)
 LIBSOLUTIONS  := $(BUILD)/libsolutions.a
 LIBEXERCISES  := $(BUILD)/libexercises.a
 EXERCISE_GPU_TESTS := $(BUILD)/exercises/tests/gpu_tests
+EXERCISE_CPU_TESTS := $(BUILD)/exercises/tests/cpu_tests
 # Chapter -> exercise -> Criterion filter of its tests.
 EXERCISE_TABLE := tools/exercise_tests.txt
 # The set the trainer was last linked with. When EXERCISES changes, this line
@@ -205,6 +221,10 @@ $(GPU_TESTS): $(LIBSOLUTIONS)
 $(EXERCISE_GPU_TESTS): $(GPU_TEST_OBJS) $(LIBKERNELS) $(LIBEXERCISES) $(LIBCOMMON)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Wl,--start-group $^ -Wl,--end-group -o $@ -lcriterion $(CUDA_LIBS) $(LDLIBS)
+$(CPU_TESTS): $(SOLUTION_C_OBJS)
+$(EXERCISE_CPU_TESTS): $(CPU_TEST_OBJS) $(EXERCISE_C_OBJS) $(LIBCOMMON)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $^ -o $@ -lcriterion $(LDLIBS)
 
 .PHONY: test-exercises check-exercises check-exercises-generated
 # check-exercises is not part of `make test`: a reader halfway through an
@@ -216,21 +236,22 @@ EXERCISE_HAVE_GPU := nvidia-smi -L 2>/dev/null | grep -q '^GPU '
 
 # make test-exercises CH=N: chapter N's exercise tests, built against
 # exercises/. They fail, naming the exercise, until you have written it.
-test-exercises: $(EXERCISE_GPU_TESTS)
+test-exercises: $(EXERCISE_GPU_TESTS) $(EXERCISE_CPU_TESTS)
 	@row=$$(awk -v ch='$(CH)' '$$1 !~ /^#/ && NF >= 3 && ch ~ /^[0-9]+$$/ && $$1 + 0 == ch + 0' \
 	        $(EXERCISE_TABLE)); \
 	if [ -z "$$row" ]; then \
 	  echo "test-exercises: no exercise for chapter '$(CH)' in $(EXERCISE_TABLE) (make test-exercises CH=N)"; \
 	  exit 2; \
 	fi; \
-	read -r ch ex filter <<< "$$row"; \
-	if ! $(EXERCISE_HAVE_GPU); then \
-	  $(EXERCISE_GPU_TESTS) --filter "$$filter" --verbose 2>&1 | grep '^\[SKIP\].*no CUDA device'; \
+	read -r ch ex filter tests <<< "$$row"; \
+	bin=$(EXERCISE_GPU_TESTS); [ "$$tests" = cpu ] && bin=$(EXERCISE_CPU_TESTS); \
+	if [ "$$tests" != cpu ] && ! $(EXERCISE_HAVE_GPU); then \
+	  $$bin --filter "$$filter" --verbose 2>&1 | grep '^\[SKIP\].*no CUDA device'; \
 	  echo "test-exercises: no GPU here: the tests of exercise $$ex were SKIPPED, nothing was checked"; \
 	  exit 1; \
 	fi; \
-	echo "test-exercises: exercise $$ex: $(EXERCISE_GPU_TESTS) --filter '$$filter'"; \
-	if $(EXERCISE_GPU_TESTS) --filter "$$filter"; then \
+	echo "test-exercises: exercise $$ex: $$bin --filter '$$filter'"; \
+	if $$bin --filter "$$filter"; then \
 	  echo "test-exercises: exercise $$ex passes its tests: done"; \
 	else \
 	  echo "test-exercises: exercise $$ex does not pass yet: see exercises/$$ex/README.md"; \
@@ -243,22 +264,25 @@ test-exercises: $(EXERCISE_GPU_TESTS)
 check-exercises-generated:
 	python3 tools/make_exercises.py --check
 
-check-exercises: check-exercises-generated $(GPU_TESTS) $(EXERCISE_GPU_TESTS)
-	@if ! $(EXERCISE_HAVE_GPU); then \
-	  echo "check-exercises: generation checked, solutions/ and exercises/ built; no GPU here, so"; \
-	  echo "check-exercises: running them (pass against solutions/, fail against exercises/) was SKIPPED"; \
-	  exit 0; \
-	fi; \
-	set -o pipefail; bad=0; \
-	while read -r ch ex filter; do \
+check-exercises: check-exercises-generated $(GPU_TESTS) $(EXERCISE_GPU_TESTS) $(CPU_TESTS) \
+                 $(EXERCISE_CPU_TESTS)
+	@set -o pipefail; bad=0; gpu=1; $(EXERCISE_HAVE_GPU) || gpu=0; \
+	while read -r ch ex filter tests; do \
 	  case "$$ch" in '#'* | '') continue ;; esac; \
+	  if [ "$$tests" = cpu ]; then sol=$(CPU_TESTS); exe=$(EXERCISE_CPU_TESTS); \
+	  elif [ $$gpu = 1 ]; then sol=$(GPU_TESTS); exe=$(EXERCISE_GPU_TESTS); \
+	  else \
+	    echo "check-exercises: $$ex: generated and built; no GPU here, so running its tests"; \
+	    echo "check-exercises: (pass against solutions/, fail against exercises/) was SKIPPED"; \
+	    continue; \
+	  fi; \
 	  log=$(BUILD)/exercises/check-$$ex.log; \
 	  echo "check-exercises: $$ex against solutions/: '$$filter' must pass"; \
-	  if ! $(GPU_TESTS) --filter "$$filter"; then \
+	  if ! $$sol --filter "$$filter"; then \
 	    echo "check-exercises: FAILED: solutions/$$ex does not pass its tests"; bad=1; \
 	  fi; \
 	  echo "check-exercises: $$ex against exercises/: '$$filter' must fail, naming the exercise"; \
-	  if $(EXERCISE_GPU_TESTS) --filter "$$filter" 2>&1 | tee $$log; then \
+	  if $$exe --filter "$$filter" 2>&1 | tee $$log; then \
 	    echo "check-exercises: FAILED: the unfinished exercises/$$ex passes its tests"; bad=1; \
 	  elif ! grep -q "^exercise $$ex (.*) is not finished yet: " $$log; then \
 	    echo "check-exercises: FAILED: exercises/$$ex fails without saying it is unfinished"; bad=1; \
@@ -266,7 +290,7 @@ check-exercises: check-exercises-generated $(GPU_TESTS) $(EXERCISE_GPU_TESTS)
 	    echo "check-exercises: $$ex: fails as it should, with its TODO message"; \
 	  fi; \
 	done < $(EXERCISE_TABLE); \
-	if [ $$bad = 0 ]; then echo "check-exercises: every exercise fails unfinished and passes solved"; fi; \
+	if [ $$bad = 0 ]; then echo "check-exercises: every exercise that ran fails unfinished and passes solved"; fi; \
 	exit $$bad
 
 # ---- demos ---------------------------------------------------------------
@@ -335,3 +359,62 @@ book-test:
 	@bash tests/book/test_filter.sh
 	@$(MAKE) --no-print-directory book
 	@bash tests/book/check_book.sh
+
+# ---- bf16 build ----------------------------------------------------------
+# Chapter 02 on: the trainer with bf16 storage (kernels/precision.h, floatX).
+# Every kernel and every CUDA solution is compiled a second time with
+# -DPRECISION_BF16, and so are the host files that touch floatX (the
+# COMMON_FLOATX_SRCS and the trainer's main); everything else in common/ is
+# shared with the fp32 build. The objects go to build/obj_bf16/:
+#   kernels/   -> build/libkernels_bf16.a
+#   solutions/ -> build/libsolutions_bf16.a (exercises/ -> build/libexercises_bf16.a)
+#   common/    -> build/libcommon_bf16.a: libcommon's objects, with the
+#                 COMMON_FLOATX_SRCS' bf16 objects in place of their fp32 ones
+#   -> build/train_gpt2_bf16, and the model-level GPU tests, compiled for bf16,
+#      -> build/tests/gpu_tests_bf16 (tests/gpu/test_model_parity.c and the
+#      tests/gpu/*_bf16.c files; the kernel tests are the fp32 build's).
+# The C solutions (bf16.c) do not depend on floatX: both builds share them.
+BF16_OBJ            := $(BUILD)/obj_bf16
+COMMON_FLOATX_SRCS  := common/gpt2_gpu.c common/train_gpu.c common/check_state.c
+LIBCOMMON_BF16      := $(BUILD)/libcommon_bf16.a
+LIBKERNELS_BF16     := $(BUILD)/libkernels_bf16.a
+LIBSOLUTIONS_BF16   := $(BUILD)/libsolutions_bf16.a
+LIBEXERCISES_BF16   := $(BUILD)/libexercises_bf16.a
+KERNEL_OBJS_BF16    := $(KERNEL_SRCS:%.cu=$(BF16_OBJ)/%.o)
+SOLUTION_OBJS_BF16  := $(patsubst %.cu,$(BF16_OBJ)/%.o,$(wildcard solutions/*/*.cu)) $(SOLUTION_C_OBJS)
+EXERCISE_OBJS_BF16  := $(patsubst %.cu,$(BF16_OBJ)/%.o,$(wildcard exercises/*/*.cu)) $(EXERCISE_C_OBJS)
+COMMON_OBJS_BF16    := $(filter-out $(COMMON_FLOATX_SRCS:%.c=$(BUILD)/obj/%.o),$(COMMON_OBJS)) \
+                       $(COMMON_FLOATX_SRCS:%.c=$(BF16_OBJ)/%.o)
+GPU_TEST_SRCS_BF16  := tests/gpu/test_model_parity.c $(wildcard tests/gpu/*_bf16.c)
+GPU_TEST_OBJS_BF16  := $(GPU_TEST_SRCS_BF16:%.c=$(BF16_OBJ)/%.o)
+GPU_TESTS_BF16      := $(BUILD)/tests/gpu_tests_bf16
+
+$(BF16_OBJ)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -DPRECISION_BF16 -c $< -o $@
+
+$(BF16_OBJ)/%.o: %.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -DPRECISION_BF16 -c $< -o $@
+
+$(LIBCOMMON_BF16): $(COMMON_OBJS_BF16)
+$(LIBKERNELS_BF16): $(KERNEL_OBJS_BF16)
+$(LIBSOLUTIONS_BF16): $(SOLUTION_OBJS_BF16) $(EXERCISE_STAMP)
+$(LIBEXERCISES_BF16): $(EXERCISE_OBJS_BF16) $(EXERCISE_STAMP)
+$(LIBCOMMON_BF16) $(LIBKERNELS_BF16) $(LIBSOLUTIONS_BF16) $(LIBEXERCISES_BF16):
+	@mkdir -p $(dir $@)
+	rm -f $@ && $(AR) rcs $@ $(filter %.o,$^)
+
+$(BUILD)/train_gpt2_bf16: $(BF16_OBJ)/common/train_gpt2.o $(LIBKERNELS_BF16) \
+                          $(BUILD)/lib$(EXERCISE_DIR)_bf16.a $(LIBCOMMON_BF16)
+	$(CC) $(CFLAGS) -Wl,--start-group $^ -Wl,--end-group -o $@ $(CUDA_LIBS) $(LDLIBS)
+
+$(GPU_TESTS_BF16): $(GPU_TEST_OBJS_BF16) $(LIBKERNELS_BF16) $(LIBSOLUTIONS_BF16) $(LIBCOMMON_BF16)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Wl,--start-group $^ -Wl,--end-group -o $@ -lcriterion $(CUDA_LIBS) $(LDLIBS)
+
+# `make test` (gpu-tests-run) and `make test-gpu` run them after the fp32 ones.
+gpu-tests-run test-gpu: $(GPU_TESTS_BF16)
+
+-include $(shell find $(BF16_OBJ) -name '*.d' 2>/dev/null)
+# ---- end of the bf16 build -------------------------------------------------

@@ -7,10 +7,15 @@
 
 // The table. Adding a chapter is adding a row here and its field in
 // Optimizations, plus an entry in SWITCHES.
+// ANCHOR: chapter_table
 static const Chapter CHAPTERS[] = {
-    {0, "00_baseline", "The FP32 baseline", NULL},
-    {1, "01_tensor_cores", "Tensor cores (TF32)", "tensor-cores"},
+    {0, "00_baseline", "The FP32 baseline", NULL, "fp32"},
+    {1, "01_tensor_cores", "Tensor cores (TF32)", "tensor-cores", "fp32"},
+    // Chapter 02's change is the build: bf16 storage (kernels/precision.h).
+    // Its switch is none; tensor-cores stays on (bf16 GEMMs use them anyway).
+    {2, "02_mixed_precision", "Mixed precision (bf16)", NULL, "bf16"},
 };
+// ANCHOR_END: chapter_table
 #define NUM_CHAPTERS ((int)(sizeof CHAPTERS / sizeof CHAPTERS[0]))
 
 // Each switch's name and where its field lives.
@@ -35,6 +40,12 @@ const Chapter *chapter_get(int number) {
     for (int i = 0; i < NUM_CHAPTERS; i++)
         if (CHAPTERS[i].number == number) return &CHAPTERS[i];
     return NULL;
+}
+
+int chapter_first_of_precision(const char *precision) {
+    for (int i = 0; i < NUM_CHAPTERS; i++)
+        if (!strcmp(CHAPTERS[i].precision, precision)) return CHAPTERS[i].number;
+    return -1;
 }
 
 static const Switch *find_switch(const char *name) {
@@ -63,9 +74,9 @@ int optimizations_apply_flag(Optimizations *o, const char *flag) {
 }
 
 void chapters_print_table(void) {
-    printf("chapter  switch             title\n");
+    printf("chapter  precision  switch             title\n");
     for (int i = 0; i < NUM_CHAPTERS; i++)
-        printf("%7d  %-17s  %s\n", CHAPTERS[i].number,
+        printf("%7d  %-9s  %-17s  %s\n", CHAPTERS[i].number, CHAPTERS[i].precision,
                CHAPTERS[i].switch_name ? CHAPTERS[i].switch_name : "-", CHAPTERS[i].title);
 }
 

@@ -2,6 +2,14 @@
 // one more optimization switched on; `--chapter N` selects a row, and a named
 // switch (`--tensor-cores`, `--no-tensor-cores`, ...) overrides one field
 // afterwards, which is how ablations are run.
+//
+// One change is not a run-time switch: the precision of storage, fp32 or
+// bf16, is chosen when the trainer is built (kernels/precision.h), so there
+// are two trainers, build/train_gpt2_fp32 and build/train_gpt2_bf16. Each row
+// names the precision it runs in; chapter 02 is the row where it changes
+// (its switch is "-": there is no --bf16 or --no-bf16), and a trainer refuses
+// a chapter of the other precision. `make train CH=N` reads the precision
+// from the table and runs the trainer built for it.
 #ifndef CHAPTERS_H
 #define CHAPTERS_H
 
@@ -15,11 +23,16 @@ typedef struct {
     int number;
     const char *slug;    // its folder: chapters/<slug>/
     const char *title;
-    const char *switch_name;  // the flag it turns on (NULL for the baseline)
+    const char *switch_name;  // the flag it turns on (NULL for the baseline and 02)
+    const char *precision;    // "fp32" or "bf16": the trainer build that runs it
 } Chapter;
 
 int chapter_count(void);
 const Chapter *chapter_get(int number);  // NULL when there is no such chapter
+
+// The first chapter that runs in `precision` ("fp32", "bf16"): each trainer's
+// default chapter. -1 when there is none.
+int chapter_first_of_precision(const char *precision);
 
 // The optimizations of chapter `number`: every switch of rows 1..number on.
 Optimizations chapter_optimizations(int number);
@@ -28,7 +41,8 @@ Optimizations chapter_optimizations(int number);
 // 1 when `flag` was a switch, 0 when it is not one.
 int optimizations_apply_flag(Optimizations *o, const char *flag);
 
-// Prints the table (`--list-chapters`), and one line with the switches' state.
+// Prints the table (`--list-chapters`: chapter, precision, switch, title), and
+// one line with the switches' state.
 void chapters_print_table(void);
 void optimizations_print(const Optimizations *o);
 

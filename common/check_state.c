@@ -21,6 +21,19 @@ Diff diff_tensors(const float *got, const float *ref, size_t n) {
     return d;
 }
 
+double cosine_similarity(const float *a, const float *b, size_t n) {
+    double ab = 0, aa = 0, bb = 0;
+    for (size_t i = 0; i < n; i++) {
+        ab += (double)a[i] * b[i];
+        aa += (double)a[i] * a[i];
+        bb += (double)b[i] * b[i];
+    }
+    if (aa == 0 && bb == 0) return 1.0;  // both zero: the same direction, nothing to compare
+    if (aa == 0 || bb == 0) return 0.0;
+    double c = ab / (sqrt(aa) * sqrt(bb));
+    return isnan(c) ? -INFINITY : c;
+}
+
 // One row of the report; returns 1 when the tensor is out of tolerance.
 static int report(const char *name, Diff d, double tol) {
     double rel = d.max_ref > 0 ? d.max_diff / d.max_ref : d.max_diff;
@@ -29,6 +42,33 @@ static int report(const char *name, Diff d, double tol) {
            d.max_diff, d.max_ref, rel, tol, bad ? "FAIL" : "ok");
     return bad;
 }
+
+#ifdef PRECISION_BF16
+// The bf16 build's tolerances (tolerances.h): values within a relative
+// tolerance of their scale, gradients by their direction (cosine similarity),
+// which is what the optimizer uses of them.
+#define CHECK_TOL_LOGITS TOL_CHECK_LOGITS_BF16
+#define CHECK_TOL_LOSS TOL_CHECK_LOSS_BF16
+
+// A gradient's row: the largest difference for information, the cosine
+// similarity with the reference as the test.
+static int report_gradient(const char *name, const float *got, const float *ref, size_t n) {
+    Diff d = diff_tensors(got, ref, n);
+    double rel = d.max_ref > 0 ? d.max_diff / d.max_ref : d.max_diff;
+    double cos = cosine_similarity(got, ref, n);
+    int bad = !(cos >= TOL_CHECK_GRAD_COSINE_BF16);
+    printf("%-10s max|diff| %.3e  max|ref| %.3e  relative %.3e  cosine %.6f (at least %.3f) %s\n",
+           name, d.max_diff, d.max_ref, rel, cos, TOL_CHECK_GRAD_COSINE_BF16, bad ? "FAIL" : "ok");
+    return bad;
+}
+#else
+#define CHECK_TOL_LOGITS TOL_CHECK_LOGITS_FP32
+#define CHECK_TOL_LOSS TOL_CHECK_LOSS_FP32
+
+static int report_gradient(const char *name, const float *got, const float *ref, size_t n) {
+    return report(name, diff_tensors(got, ref, n), TOL_CHECK_GRADS_FP32);
+}
+#endif
 
 int check_state_run(const char *model_path, const char *state_path, const Optimizations *optim) {
     char err[ERR_LEN];
@@ -40,6 +80,9 @@ int check_state_run(const char *model_path, const char *state_path, const Optimi
     printf("check: %s + %s: L=%d H=%d C=%d V=%d (padded %d) %s, B=%d T=%d\n", model_path,
            state_path, cfg.num_layers, cfg.num_heads, cfg.channels, cfg.vocab_size,
            cfg.padded_vocab_size, cfg.tied ? "tied" : "untied", ds.B, ds.T);
+#ifdef PRECISION_BF16
+    printf("check: the bf16 build: weights, activations and gradients in bf16\n");
+#endif
 
     GpuContext ctx;
     gpu_context_init(&ctx, 0);
@@ -53,25 +96,24 @@ int check_state_run(const char *model_path, const char *state_path, const Optimi
     // Logits: ours are (B,T,Vp); the state's are (B,T,V).
     const size_t BT = (size_t)ds.B * ds.T, V = cfg.vocab_size, Vp = cfg.padded_vocab_size;
     float *logits = xmalloc(BT * Vp * sizeof(float)), *ours = xmalloc(BT * V * sizeof(float));
-    CUDA_CHECK(cudaMemcpy(logits, model.acts.logits, BT * Vp * sizeof(float), cudaMemcpyDeviceToHost));
+    gpt2_gpu_download_floatx(model.acts.logits, logits, BT * Vp);
     for (size_t i = 0; i < BT; i++)
         for (size_t j = 0; j < V; j++) ours[i * V + j] = logits[i * Vp + j];
-    int bad = report("logits", diff_tensors(ours, ds.logits, BT * V), TOL_CHECK_LOGITS_FP32);
-    bad |= report("loss", diff_tensors(&loss, &ds.loss, 1), TOL_CHECK_LOSS_FP32);
+    int bad = report("logits", diff_tensors(ours, ds.logits, BT * V), CHECK_TOL_LOGITS);
+    bad |= report("loss", diff_tensors(&loss, &ds.loss, 1), CHECK_TOL_LOSS);
     printf("           ours %.6f, reference %.6f\n", loss, ds.loss);
 
     // Gradients, tensor by tensor, in the state's (unpadded) layout.
     float *grads = xmalloc(model.num_params * sizeof(float));
     float *unpadded = xmalloc(debug_grads_size(&cfg) * sizeof(float));
-    gpt2_gpu_download(&model, model.grads, grads);
+    gpt2_gpu_download_floatx(model.grads, grads, model.num_params);
     debug_grads_from_param_layout(&cfg, grads, unpadded);
     size_t sizes[NUM_PARAM_TENSORS], offset = 0;
     debug_grad_sizes(&cfg, sizes);
     for (int t = 0; t < NUM_PARAM_TENSORS; t++) {
         if (sizes[t] == 0) continue;
-        bad |= report(gpt2_param_names[t],
-                      diff_tensors(unpadded + offset, ds.grads + offset, sizes[t]),
-                      TOL_CHECK_GRADS_FP32);
+        bad |= report_gradient(gpt2_param_names[t], unpadded + offset, ds.grads + offset,
+                               sizes[t]);
         offset += sizes[t];
     }
     printf("check: %s\n", bad ? "FAILED" : "passed");

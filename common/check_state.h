@@ -21,4 +21,9 @@ typedef struct {
 
 Diff diff_tensors(const float *got, const float *ref, size_t n);
 
+// sum(a*b) / (|a| |b|), in double: 1 when a and b point the same way. 1 when
+// both are all zero, 0 when only one is, -inf when either holds a NaN or Inf.
+// The bf16 build compares gradients by it (tolerances.h).
+double cosine_similarity(const float *a, const float *b, size_t n);
+
 #endif

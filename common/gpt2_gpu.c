@@ -1,10 +1,13 @@
 // gpt2_gpu.c: see gpt2_gpu.h. The forward and backward passes read like the
 // CPU reference's (gpt2_cpu_model.inc): the same layers in the same order,
-// each one a launcher from kernels/.
+// each one a launcher from kernels/. Built twice, for fp32 and for bf16
+// (kernels/precision.h): the code is the same, the storage type floatX is
+// not; the few lines that differ are under #ifdef PRECISION_BF16.
 #include "gpt2_gpu.h"
 
 #include <nvtx3/nvToolsExt.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "adamw.h"
@@ -15,6 +18,9 @@
 #include "residual.h"
 #include "softmax_crossentropy.h"
 #include "util.h"
+#ifdef PRECISION_BF16
+#include "bf16.h"
+#endif
 
 // ---- allocation ----------------------------------------------------------------
 
@@ -23,7 +29,14 @@ static float *alloc_floats(GPT2Gpu *model, size_t n, const char *what) {
     return gpu_malloc(n * sizeof(float), what);
 }
 
-static void point_tensors(float *views[NUM_PARAM_TENSORS], float *base,
+// The storage type's buffers: the same as alloc_floats in the fp32 build,
+// half the bytes in the bf16 build.
+static floatX *alloc_floatx(GPT2Gpu *model, size_t n, const char *what) {
+    model->device_bytes += n * sizeof(floatX);
+    return gpu_malloc(n * sizeof(floatX), what);
+}
+
+static void point_tensors(floatX *views[NUM_PARAM_TENSORS], floatX *base,
                           const size_t sizes[NUM_PARAM_TENSORS]) {
     for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
         views[i] = sizes[i] ? base : NULL;
@@ -36,38 +49,38 @@ static void alloc_activations(GPT2Gpu *model, int B, int T) {
     size_t L = c->num_layers, C = c->channels, NH = c->num_heads, Vp = c->padded_vocab_size;
     size_t BT = (size_t)B * T, BTC = BT * C;
     GpuActivations *a = &model->acts;
-    a->encoded = alloc_floats(model, BTC, "activations: encoded");
-    a->ln1 = alloc_floats(model, L * BTC, "activations: ln1");
+    a->encoded = alloc_floatx(model, BTC, "activations: encoded");
+    a->ln1 = alloc_floatx(model, L * BTC, "activations: ln1");
     a->ln1_mean = alloc_floats(model, L * BT, "activations: ln1_mean");
     a->ln1_rstd = alloc_floats(model, L * BT, "activations: ln1_rstd");
-    a->qkv = alloc_floats(model, L * 3 * BTC, "activations: qkv");
-    a->atty = alloc_floats(model, L * BTC, "activations: atty");
-    a->att = alloc_floats(model, L * B * NH * T * T, "activations: att (B,NH,T,T) per layer");
-    a->attproj = alloc_floats(model, L * BTC, "activations: attproj");
-    a->residual2 = alloc_floats(model, L * BTC, "activations: residual2");
-    a->ln2 = alloc_floats(model, L * BTC, "activations: ln2");
+    a->qkv = alloc_floatx(model, L * 3 * BTC, "activations: qkv");
+    a->atty = alloc_floatx(model, L * BTC, "activations: atty");
+    a->att = alloc_floatx(model, L * B * NH * T * T, "activations: att (B,NH,T,T) per layer");
+    a->attproj = alloc_floatx(model, L * BTC, "activations: attproj");
+    a->residual2 = alloc_floatx(model, L * BTC, "activations: residual2");
+    a->ln2 = alloc_floatx(model, L * BTC, "activations: ln2");
     a->ln2_mean = alloc_floats(model, L * BT, "activations: ln2_mean");
     a->ln2_rstd = alloc_floats(model, L * BT, "activations: ln2_rstd");
-    a->fch = alloc_floats(model, L * 4 * BTC, "activations: fch");
-    a->fch_gelu = alloc_floats(model, L * 4 * BTC, "activations: fch_gelu");
-    a->fcproj = alloc_floats(model, L * BTC, "activations: fcproj");
-    a->residual3 = alloc_floats(model, L * BTC, "activations: residual3");
-    a->lnf = alloc_floats(model, BTC, "activations: lnf");
+    a->fch = alloc_floatx(model, L * 4 * BTC, "activations: fch");
+    a->fch_gelu = alloc_floatx(model, L * 4 * BTC, "activations: fch_gelu");
+    a->fcproj = alloc_floatx(model, L * BTC, "activations: fcproj");
+    a->residual3 = alloc_floatx(model, L * BTC, "activations: residual3");
+    a->lnf = alloc_floatx(model, BTC, "activations: lnf");
     a->lnf_mean = alloc_floats(model, BT, "activations: lnf_mean");
     a->lnf_rstd = alloc_floats(model, BT, "activations: lnf_rstd");
-    a->logits = alloc_floats(model, BT * Vp, "activations: logits");
-    a->probs = alloc_floats(model, BT * Vp, "activations: probs");
+    a->logits = alloc_floatx(model, BT * Vp, "activations: logits");
+    a->probs = alloc_floatx(model, BT * Vp, "activations: probs");
     a->losses = alloc_floats(model, BT, "activations: losses");
 
     GpuGradBuffers *d = &model->d;
-    d->residual = alloc_floats(model, BTC, "gradients: residual stream");
-    d->ln = alloc_floats(model, BTC, "gradients: ln");
-    d->qkv = alloc_floats(model, 3 * BTC, "gradients: qkv");
-    d->atty = alloc_floats(model, BTC, "gradients: atty");
-    d->fch = alloc_floats(model, 4 * BTC, "gradients: fch");
-    d->fch_gelu = alloc_floats(model, 4 * BTC, "gradients: fch_gelu");
-    d->lnf = alloc_floats(model, BTC, "gradients: lnf");
-    d->logits = alloc_floats(model, BT * Vp, "gradients: logits");
+    d->residual = alloc_floatx(model, BTC, "gradients: residual stream");
+    d->ln = alloc_floatx(model, BTC, "gradients: ln");
+    d->qkv = alloc_floatx(model, 3 * BTC, "gradients: qkv");
+    d->atty = alloc_floatx(model, BTC, "gradients: atty");
+    d->fch = alloc_floatx(model, 4 * BTC, "gradients: fch");
+    d->fch_gelu = alloc_floatx(model, 4 * BTC, "gradients: fch_gelu");
+    d->lnf = alloc_floatx(model, BTC, "gradients: lnf");
+    d->logits = alloc_floatx(model, BT * Vp, "gradients: logits");
     d->losses = alloc_floats(model, BT, "gradients: losses");
 }
 
@@ -94,13 +107,16 @@ void gpt2_gpu_init(GPT2Gpu *model, GpuContext *ctx, const GPT2Config *cfg, const
     gpt2_param_sizes(cfg, model->param_sizes);
     model->num_params = gpt2_num_params(cfg);
     size_t n = model->num_params;
-    model->params = alloc_floats(model, n, "parameters");
-    model->grads = alloc_floats(model, n, "gradients");
+    model->params = alloc_floatx(model, n, "parameters");
+    model->grads = alloc_floatx(model, n, "gradients");
     model->m = alloc_floats(model, n, "AdamW first moments");
     model->v = alloc_floats(model, n, "AdamW second moments");
+#ifdef PRECISION_BF16
+    model->master = alloc_floats(model, n, "fp32 master weights");
+#endif
     point_tensors(model->params_of, model->params, model->param_sizes);
     point_tensors(model->grads_of, model->grads, model->param_sizes);
-    CUDA_CHECK(cudaMemcpy(model->params, params, n * sizeof(float), cudaMemcpyHostToDevice));
+    gpt2_gpu_set_params(model, params);
     CUDA_CHECK(cudaMemset(model->m, 0, n * sizeof(float)));
     CUDA_CHECK(cudaMemset(model->v, 0, n * sizeof(float)));
     alloc_activations(model, max_B, max_T);
@@ -119,22 +135,22 @@ void gpt2_gpu_init(GPT2Gpu *model, GpuContext *ctx, const GPT2Config *cfg, const
 }
 
 void gpt2_gpu_free(GPT2Gpu *model) {
-    float **all[] = {
-        &model->params,         &model->grads,          &model->m,
-        &model->v,              &model->acts.encoded,   &model->acts.ln1,
-        &model->acts.ln1_mean,  &model->acts.ln1_rstd,  &model->acts.qkv,
-        &model->acts.atty,      &model->acts.att,       &model->acts.attproj,
-        &model->acts.residual2, &model->acts.ln2,       &model->acts.ln2_mean,
-        &model->acts.ln2_rstd,  &model->acts.fch,       &model->acts.fch_gelu,
-        &model->acts.fcproj,    &model->acts.residual3, &model->acts.lnf,
-        &model->acts.lnf_mean,  &model->acts.lnf_rstd,  &model->acts.logits,
-        &model->acts.probs,     &model->acts.losses,    &model->d.residual,
-        &model->d.ln,           &model->d.qkv,          &model->d.atty,
-        &model->d.fch,          &model->d.fch_gelu,     &model->d.lnf,
-        &model->d.logits,       &model->d.losses,       &model->scratch,
-        &model->mean_loss,      &model->norm,
+    void *all[] = {
+        model->params,         model->grads,          model->m,
+        model->v,              model->master,         model->acts.encoded,
+        model->acts.ln1,       model->acts.ln1_mean,  model->acts.ln1_rstd,
+        model->acts.qkv,       model->acts.atty,      model->acts.att,
+        model->acts.attproj,   model->acts.residual2, model->acts.ln2,
+        model->acts.ln2_mean,  model->acts.ln2_rstd,  model->acts.fch,
+        model->acts.fch_gelu,  model->acts.fcproj,    model->acts.residual3,
+        model->acts.lnf,       model->acts.lnf_mean,  model->acts.lnf_rstd,
+        model->acts.logits,    model->acts.probs,     model->acts.losses,
+        model->d.residual,     model->d.ln,           model->d.qkv,
+        model->d.atty,         model->d.fch,          model->d.fch_gelu,
+        model->d.lnf,          model->d.logits,       model->d.losses,
+        model->scratch,        model->mean_loss,      model->norm,
     };
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) gpu_free(*all[i]);
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) gpu_free(all[i]);
     gpu_free(model->inputs);
     gpu_free(model->targets);
     gpu_free(model->buckets);
@@ -145,11 +161,11 @@ void gpt2_gpu_free(GPT2Gpu *model) {
 // ---- per-layer views -----------------------------------------------------------
 
 typedef struct {
-    float *ln1w, *ln1b, *qkvw, *qkvb, *attprojw, *attprojb;
-    float *ln2w, *ln2b, *fcw, *fcb, *fcprojw, *fcprojb;
+    floatX *ln1w, *ln1b, *qkvw, *qkvb, *attprojw, *attprojb;
+    floatX *ln2w, *ln2b, *fcw, *fcb, *fcprojw, *fcprojb;
 } LayerWeights;
 
-static LayerWeights layer_weights(float *const t[NUM_PARAM_TENSORS], int l, size_t C) {
+static LayerWeights layer_weights(floatX *const t[NUM_PARAM_TENSORS], int l, size_t C) {
     LayerWeights w = {
         .ln1w = t[2] + l * C,              .ln1b = t[3] + l * C,
         .qkvw = t[4] + l * 3 * C * C,      .qkvb = t[5] + l * 3 * C,
@@ -162,8 +178,9 @@ static LayerWeights layer_weights(float *const t[NUM_PARAM_TENSORS], int l, size
 }
 
 typedef struct {
-    float *ln1, *ln1_mean, *ln1_rstd, *qkv, *atty, *att, *attproj, *residual2;
-    float *ln2, *ln2_mean, *ln2_rstd, *fch, *fch_gelu, *fcproj, *residual3;
+    floatX *ln1, *qkv, *atty, *att, *attproj, *residual2;
+    floatX *ln2, *fch, *fch_gelu, *fcproj, *residual3;
+    float *ln1_mean, *ln1_rstd, *ln2_mean, *ln2_rstd;
 } LayerActs;
 
 static LayerActs layer_acts(const GpuActivations *a, int l, size_t B, size_t T, size_t C,
@@ -182,14 +199,15 @@ static LayerActs layer_acts(const GpuActivations *a, int l, size_t B, size_t T, 
     return x;
 }
 
-static float *lm_head_of(float *const t[NUM_PARAM_TENSORS], const GPT2Config *c) {
+static floatX *lm_head_of(floatX *const t[NUM_PARAM_TENSORS], const GPT2Config *c) {
     return c->tied ? t[0] : t[LM_HEAD_INDEX];
 }
 
 // The backward kernels accumulate (+=), as the CPU reference's do, so every
-// reused gradient buffer starts from zero.
-static void zero(const GPT2Gpu *model, float *buf, size_t n) {
-    CUDA_CHECK(cudaMemsetAsync(buf, 0, n * sizeof(float), model->ctx->stream));
+// reused gradient buffer starts from zero (all-zero bytes are 0.0 in fp32
+// and in bf16 alike).
+static void zero(const GPT2Gpu *model, floatX *buf, size_t n) {
+    CUDA_CHECK(cudaMemsetAsync(buf, 0, n * sizeof(floatX), model->ctx->stream));
 }
 
 // ---- forward ---------------------------------------------------------------------
@@ -218,12 +236,12 @@ int gpt2_gpu_forward(GPT2Gpu *model, const int32_t *inputs, const int32_t *targe
         encoder_buckets_upload(ctx, model->buckets, &model->host_buckets);
     }
 
-    float *const *p = model->params_of;
+    floatX *const *p = model->params_of;
     GpuActivations *a = &model->acts;
     nvtxRangePushA("forward");
     encoder_forward_v1(ctx, a->encoded, model->inputs, p[0], p[1], B, T, C);
     // ANCHOR: forward_layers
-    float *residual = a->encoded;
+    floatX *residual = a->encoded;
     for (int l = 0; l < L; l++) {
         nvtxRangePushA("layer");
         LayerWeights w = layer_weights(p, l, C);
@@ -246,7 +264,7 @@ int gpt2_gpu_forward(GPT2Gpu *model, const int32_t *inputs, const int32_t *targe
     matmul_forward_v1(ctx, a->logits, a->lnf, lm_head_of(p, c), NULL, B, T, C, Vp);
     softmax_forward_v1(ctx, a->probs, a->logits, B, T, V, Vp);
     if (targets) {
-        crossentropy_forward_v1(ctx, a->losses, a->probs, model->targets, B, T, Vp);
+        crossentropy_forward_v1(ctx, a->losses, a->logits, a->probs, model->targets, B, T, V, Vp);
         loss_mean_v1(ctx, model->mean_loss, a->losses, B, T);
     }
     nvtxRangePop();
@@ -268,8 +286,8 @@ void gpt2_gpu_backward(GPT2Gpu *model) {
     const int V = c->vocab_size, Vp = c->padded_vocab_size;
     const GpuContext *ctx = model->ctx;
     const size_t BT = (size_t)B * T, BTC = BT * C;
-    float *const *p = model->params_of;
-    float *const *g = model->grads_of;
+    floatX *const *p = model->params_of;
+    floatX *const *g = model->grads_of;
     GpuActivations *a = &model->acts;
     GpuGradBuffers *d = &model->d;
     float *scratch = model->scratch;
@@ -286,7 +304,7 @@ void gpt2_gpu_backward(GPT2Gpu *model) {
     // A residual connection passes its gradient to both branches unchanged, so
     // the branch's backward reads d->residual directly, and the layernorm at
     // the branch's start adds its own contribution into it (+=).
-    float *last = L > 0 ? layer_acts(a, L - 1, B, T, C, NH).residual3 : a->encoded;
+    floatX *last = L > 0 ? layer_acts(a, L - 1, B, T, C, NH).residual3 : a->encoded;
     zero(model, d->residual, BTC);
     layernorm_backward_v1(ctx, d->residual, g[14], g[15], scratch, d->lnf, last, p[14],
                           a->lnf_mean, a->lnf_rstd, B, T, C);
@@ -295,7 +313,7 @@ void gpt2_gpu_backward(GPT2Gpu *model) {
         nvtxRangePushA("layer");
         LayerWeights w = layer_weights(p, l, C), dw = layer_weights(g, l, C);
         LayerActs x = layer_acts(a, l, B, T, C, NH);
-        float *residual_in = l == 0 ? a->encoded : layer_acts(a, l - 1, B, T, C, NH).residual3;
+        floatX *residual_in = l == 0 ? a->encoded : layer_acts(a, l - 1, B, T, C, NH).residual3;
         // MLP block, in reverse
         zero(model, d->fch_gelu, 4 * BTC);
         matmul_backward_v1(ctx, d->fch_gelu, dw.fcprojw, dw.fcprojb, scratch, d->residual,
@@ -342,8 +360,11 @@ float gpt2_gpu_update(GPT2Gpu *model, float lr, const AdamWConfig *cfg, float ma
     for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
         size_t n = model->param_sizes[i];
         if (n == 0) continue;
-        adamw_update_v1(ctx, model->params + offset, model->grads + offset, model->m + offset,
-                        model->v + offset, n, lr, cfg, gpt2_param_is_decayed(i), t);
+        // master is NULL in the fp32 build: the update is then made in params.
+        float *master = model->master ? model->master + offset : NULL;
+        adamw_update_v1(ctx, model->params + offset, master, model->grads + offset,
+                        model->m + offset, model->v + offset, n, lr, cfg,
+                        gpt2_param_is_decayed(i), t);
         offset += n;
     }
     // ANCHOR_END: adamw_per_tensor
@@ -360,3 +381,41 @@ void gpt2_gpu_upload(GPT2Gpu *model, float *device_buffer, const float *host) {
     CUDA_CHECK(cudaMemcpy(device_buffer, host, model->num_params * sizeof(float),
                           cudaMemcpyHostToDevice));
 }
+
+// ---- between the host's fp32 and the device's floatX ------------------------------
+
+// ANCHOR: floatx_host_conversion
+void gpt2_gpu_download_floatx(const floatX *device, float *host, size_t n) {
+#ifdef PRECISION_BF16
+    uint16_t *bits = xmalloc(n * sizeof(uint16_t));
+    CUDA_CHECK(cudaMemcpy(bits, device, n * sizeof(floatX), cudaMemcpyDeviceToHost));
+    for (size_t i = 0; i < n; i++) host[i] = bf16_to_float(bits[i]);
+    free(bits);
+#else
+    CUDA_CHECK(cudaMemcpy(host, device, n * sizeof(float), cudaMemcpyDeviceToHost));
+#endif
+}
+
+void gpt2_gpu_get_params(const GPT2Gpu *model, float *host) {
+#ifdef PRECISION_BF16
+    gpt2_gpu_download(model, model->master, host);
+#else
+    gpt2_gpu_download_floatx(model->params, host, model->num_params);
+#endif
+}
+
+void gpt2_gpu_set_params(GPT2Gpu *model, const float *host) {
+    const size_t n = model->num_params;
+#ifdef PRECISION_BF16
+    // The fp32 weights become the master copy as they are, and the bf16
+    // working copy is each of them rounded to nearest even.
+    gpt2_gpu_upload(model, model->master, host);
+    uint16_t *bits = xmalloc(n * sizeof(uint16_t));
+    for (size_t i = 0; i < n; i++) bits[i] = bf16_from_float_rne(host[i]);
+    CUDA_CHECK(cudaMemcpy(model->params, bits, n * sizeof(floatX), cudaMemcpyHostToDevice));
+    free(bits);
+#else
+    CUDA_CHECK(cudaMemcpy(model->params, host, n * sizeof(float), cudaMemcpyHostToDevice));
+#endif
+}
+// ANCHOR_END: floatx_host_conversion

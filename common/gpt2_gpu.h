@@ -1,9 +1,18 @@
-// gpt2_gpu.h: GPT-2 on the GPU, in FP32: the same model as the CPU reference
+// gpt2_gpu.h: GPT-2 on the GPU: the same model as the CPU reference
 // (gpt2_cpu.h), layer for layer, with each layer a launcher from kernels/.
 //
+// Built twice (kernels/precision.h): in the fp32 build floatX is float and
+// everything is fp32; in the bf16 build (chapter 02) the parameters, their
+// gradients and the activations are stored in bf16, and the fp32 copies of
+// record are `master` (the weights) and m, v (AdamW's moments).
+//
 // Memory, all on the device:
-//   params, grads, m, v   one flat buffer each, num_params floats, in
+//   params, grads         one flat buffer each, num_params floatX, in
 //                         gpt2_config.h's order; params_of/grads_of point into them
+//   m, v                  AdamW's moments, num_params floats (fp32 in every build)
+//   master                the fp32 master weights, num_params floats: the bf16
+//                         build only (NULL in fp32, where params are fp32
+//                         already); AdamW updates them and rounds them into params
 //   acts                  what the backward pass needs, per layer, as on the CPU
 //                         (without the scores before the softmax, which the
 //                         attention kernels keep in scratch)
@@ -11,7 +20,9 @@
 //                         layer on the way back, and one running gradient of the
 //                         residual stream: what PyTorch's caching allocator ends
 //                         up doing for eager code
-//   scratch               one buffer, as large as the largest kernel's need
+//   scratch               one float buffer, as large as the largest kernel's need
+// Which activations stay fp32 in the bf16 build, and why: kernels/precision.h
+// (the layernorms' mean and rstd, the per-token losses and their gradients).
 // Everything is allocated once, for the largest batch (B, T) the model will
 // see; forward passes of smaller batches (sampling) reuse the same buffers.
 #ifndef GPT2_GPU_H
@@ -24,34 +35,38 @@
 #include "gpt2_config.h"
 #include "gpu_context.h"
 #include "optimizer.h"
+#include "precision.h"
 
 typedef struct {
-    float *encoded;                       // (B,T,C)
-    float *ln1, *ln1_mean, *ln1_rstd;     // (L,B,T,C), (L,B,T), (L,B,T)
-    float *qkv;                           // (L,B,T,3C)
-    float *atty;                          // (L,B,T,C)
-    float *att;                           // (L,B,NH,T,T)
-    float *attproj;                       // (L,B,T,C)
-    float *residual2;                     // (L,B,T,C)
-    float *ln2, *ln2_mean, *ln2_rstd;
-    float *fch, *fch_gelu;                // (L,B,T,4C)
-    float *fcproj;                        // (L,B,T,C)
-    float *residual3;                     // (L,B,T,C)
-    float *lnf, *lnf_mean, *lnf_rstd;     // (B,T,C), (B,T), (B,T)
-    float *logits, *probs;                // (B,T,Vp)
-    float *losses;                        // (B,T)
+    floatX *encoded;                      // (B,T,C)
+    floatX *ln1;                          // (L,B,T,C)
+    float *ln1_mean, *ln1_rstd;           // (L,B,T), (L,B,T): fp32 in every build
+    floatX *qkv;                          // (L,B,T,3C)
+    floatX *atty;                         // (L,B,T,C)
+    floatX *att;                          // (L,B,NH,T,T)
+    floatX *attproj;                      // (L,B,T,C)
+    floatX *residual2;                    // (L,B,T,C)
+    floatX *ln2;
+    float *ln2_mean, *ln2_rstd;
+    floatX *fch, *fch_gelu;               // (L,B,T,4C)
+    floatX *fcproj;                       // (L,B,T,C)
+    floatX *residual3;                    // (L,B,T,C)
+    floatX *lnf;                          // (B,T,C)
+    float *lnf_mean, *lnf_rstd;           // (B,T), (B,T)
+    floatX *logits, *probs;               // (B,T,Vp)
+    float *losses;                        // (B,T): fp32 in every build
 } GpuActivations;
 
 // Gradients of the activations: one layer's worth, reused by every layer.
 typedef struct {
-    float *residual;   // (B,T,C): d(loss)/d(the residual stream) at the current depth
-    float *ln;         // (B,T,C): of ln1 or ln2
-    float *qkv;        // (B,T,3C)
-    float *atty;       // (B,T,C)
-    float *fch, *fch_gelu;  // (B,T,4C)
-    float *lnf;        // (B,T,C)
-    float *logits;     // (B,T,Vp)
-    float *losses;     // (B,T)
+    floatX *residual;  // (B,T,C): d(loss)/d(the residual stream) at the current depth
+    floatX *ln;        // (B,T,C): of ln1 or ln2
+    floatX *qkv;       // (B,T,3C)
+    floatX *atty;      // (B,T,C)
+    floatX *fch, *fch_gelu;  // (B,T,4C)
+    floatX *lnf;       // (B,T,C)
+    floatX *logits;    // (B,T,Vp)
+    float *losses;     // (B,T): fp32 in every build
 } GpuGradBuffers;
 
 typedef struct {
@@ -59,8 +74,10 @@ typedef struct {
     GpuContext *ctx;
     size_t param_sizes[NUM_PARAM_TENSORS];
     size_t num_params;
-    float *params, *grads, *m, *v;
-    float *params_of[NUM_PARAM_TENSORS], *grads_of[NUM_PARAM_TENSORS];
+    floatX *params, *grads;  // what the forward and backward passes read and write
+    float *m, *v;            // AdamW's moments
+    float *master;           // fp32 master weights: the bf16 build only, else NULL
+    floatX *params_of[NUM_PARAM_TENSORS], *grads_of[NUM_PARAM_TENSORS];
     int max_B, max_T;    // the activations' capacity
     int B, T;            // of the last forward
     GpuActivations acts;
@@ -76,7 +93,8 @@ typedef struct {
 } GPT2Gpu;
 
 // Allocates everything for batches up to (max_B, max_T) and copies the host
-// parameters (num_params floats, gpt2_config.h's layout) to the device.
+// parameters (num_params floats, gpt2_config.h's layout) to the device
+// (gpt2_gpu_set_params).
 void gpt2_gpu_init(GPT2Gpu *model, GpuContext *ctx, const GPT2Config *cfg, const float *params,
                    int max_B, int max_T);
 void gpt2_gpu_free(GPT2Gpu *model);
@@ -98,8 +116,25 @@ void gpt2_gpu_backward(GPT2Gpu *model);
 // Returns the gradient norm before clipping (read back: waits for the device).
 float gpt2_gpu_update(GPT2Gpu *model, float lr, const AdamWConfig *cfg, float max_norm, int t);
 
-// Copies between the device buffers and host arrays of num_params floats.
+// Copies between the device's fp32 buffers (m, v, master) and host arrays of
+// num_params floats.
 void gpt2_gpu_download(const GPT2Gpu *model, const float *device_buffer, float *host);
 void gpt2_gpu_upload(GPT2Gpu *model, float *device_buffer, const float *host);
+
+// n floatX values from the device (parameters, gradients, activations) into
+// n host floats: a copy in the fp32 build, a copy then an exact bf16 -> fp32
+// conversion in the bf16 build.
+void gpt2_gpu_download_floatx(const floatX *device, float *host, size_t n);
+
+// The weights of record, num_params floats: the parameters in the fp32 build,
+// the fp32 master weights in the bf16 build. What checkpoints save.
+void gpt2_gpu_get_params(const GPT2Gpu *model, float *host);
+
+// Sets the weights from num_params host floats. The fp32 build copies them
+// into params. The bf16 build copies them into master, unchanged, and rounds
+// them to nearest even (bf16_from_float_rne) into params: the same rounding
+// as AdamW's after every step, so a model restored from a checkpoint of its
+// master weights has exactly the bf16 weights it had when it was saved.
+void gpt2_gpu_set_params(GPT2Gpu *model, const float *host);
 
 #endif

@@ -66,4 +66,58 @@
 // gives (~1e-1 and more).
 #define TOL_TF32_GEMM 2e-3
 
+// ---- bf16 (chapter 02) ------------------------------------------------------
+// bf16 keeps 8 significant bits: rounding to nearest moves a value by at most
+// half the step between neighbours, 2^-8 = 3.9e-3 of itself (just above a
+// power of two; 2^-9 just below the next). The bf16 model rounds its weights
+// once and then every activation and gradient it stores, so a logit of the
+// tiny model carries about ten roundings (embedding, 2 x (layernorm, qkv,
+// attention, projection, residual, MLP), final layernorm, logits) of random
+// sign: about sqrt(10) x 3.9e-3 = 1.2e-2 of its scale. Measurements below:
+// H100, 2026-11-21, against the fp32 CPU reference (tiny model) or PyTorch's
+// fp32 GPT-2 (124M).
+
+// The tiny model's logits in bf16 against the CPU reference, relative to
+// their scale: measured at most 1.53e-2 over the four variants (tied or not,
+// padded or not). 3e-2 is twice that; a wrong index or a lost term moves
+// logits by 1e-1 and more of their scale.
+#define TOL_GPU_MODEL_BF16 3e-2
+
+// Its mean loss (fp32 in every build, from bf16 logits): the mean over the
+// B*T tokens averages the per-token errors away. Measured at most 4.7e-4
+// relative (one forward), 2.5e-4 over 5 AdamW steps; 2e-3 is 4x that.
+#define TOL_GPU_LOSS_BF16 2e-3
+
+// Its gradients, tensor by tensor, by direction (what AdamW uses of them):
+// cosine similarity with the CPU's of at least 0.999 (DESIGN.md's number).
+// Measured at least 0.99976 (wte; 1 - cosine = 2.4e-4, a quarter of what is
+// allowed). The largest element-wise differences are 1e-2 to 3e-2 of each
+// tensor's scale, which says little: a small gradient element is rounded as
+// coarsely, relative to itself, as a large one.
+#define TOL_GPU_GRAD_COSINE_BF16 0.999
+
+// The change of all weights over 5 AdamW steps (lr 1e-3, eps 1e-6), bf16
+// model with fp32 master weights and moments against the CPU, by direction:
+// measured cosine 0.99787. Adam moves each weight by about lr whatever its
+// gradient's size, so the weights whose gradients are near zero move by +-lr
+// on either side at random (the key bias, whose gradient is zero in exact
+// arithmetic, has a change cosine of 0.92 alone); over the whole model 0.99
+// leaves 5x the measured 1 - cosine.
+#define TOL_GPU_ADAMW_STEPS_COSINE_BF16 0.99
+
+// The losses of 10 steps of the bf16 trainer against the fp32 CPU trainer's
+// (tiny model, synthetic data), relative: measured at most 4.0e-4; 2e-3 as
+// TOL_GPU_LOSS_BF16.
+#define TOL_GPU_TRAINING_BF16 2e-3
+
+// --check-state in the bf16 build: our bf16 GPT-2 against PyTorch's fp32
+// (TF32 off) on the same weights and batch, 124M at B=4, T=1024: logits
+// 1.19e-2 of their scale, the loss 1.1e-5 relative, every gradient's cosine
+// at least 0.99962 (lnfb; their largest differences are 1.2e-2 to 3.2e-2 of
+// their scale). The same limits as the tiny model's: 2.5x, 180x and 2.6x
+// (in 1 - cosine) the measured.
+#define TOL_CHECK_LOGITS_BF16 3e-2
+#define TOL_CHECK_LOSS_BF16 2e-3
+#define TOL_CHECK_GRAD_COSINE_BF16 0.999
+
 #endif

@@ -2,8 +2,13 @@
 //
 //   build/train_gpt2_fp32 --chapter 0                 the FP32 baseline
 //   build/train_gpt2_fp32 --chapter 1 --no-tensor-cores   an ablation
+//   build/train_gpt2_bf16 --chapter 2                 mixed precision (bf16)
 //   build/train_gpt2_fp32 --list-chapters
 //   build/train_gpt2_fp32 --check-state MODEL.bin STATE.bin
+//
+// Built twice, for fp32 and for bf16 storage (kernels/precision.h): each
+// binary runs the chapters of its precision (the table's precision column)
+// and refuses the others; `make train CH=N` picks the right one.
 //
 // Every step prints its loss, time, throughput, TFLOP/s, MFU and where the
 // time went; --bench-csv appends the medians of a run to a CSV file.
@@ -13,8 +18,12 @@
 
 #include "check_state.h"
 #include "flops.h"
+#include "precision.h"
 #include "tokenizer.h"
 #include "train_gpu.h"
+
+// The binary's name for messages: build/train_gpt2_fp32 or build/train_gpt2_bf16.
+#define TRAINER_NAME "build/train_gpt2_" PRECISION_NAME
 
 // Flags this program reads before handing the rest to train_options_parse.
 typedef struct {
@@ -25,6 +34,22 @@ typedef struct {
     int bench_warmup;
     double peak_tflops;  // 0: from the device name
 } GpuFlags;
+
+// The precision is the build's, not a switch: say so to anyone who asks for one.
+static int is_precision_flag(const char *a) {
+    return !strcmp(a, "--bf16") || !strcmp(a, "--no-bf16") || !strcmp(a, "--fp32") ||
+           !strcmp(a, "--no-fp32");
+}
+
+// A chapter runs only in the build of its precision.
+static int check_chapter_precision(int chapter, char *err) {
+    const Chapter *ch = chapter_get(chapter);
+    if (!strcmp(ch->precision, PRECISION_NAME)) return 0;
+    return fail(err, "chapter %02d (%s) runs in %s, and this trainer is built for %s: run "
+                     "build/train_gpt2_%s --chapter %d (make train CH=%d picks it)",
+                chapter, ch->title, ch->precision, PRECISION_NAME, ch->precision, chapter,
+                chapter);
+}
 
 static int take_gpu_flags(GpuFlags *f, int *argc, char **argv, char *err) {
     int out = 1;
@@ -44,6 +69,10 @@ static int take_gpu_flags(GpuFlags *f, int *argc, char **argv, char *err) {
         int has_value = i + 1 < *argc;
         if (!strcmp(a, "--chapter") && has_value) i++;
         else if (optimizations_apply_flag(&f->optim, a)) continue;
+        else if (is_precision_flag(a))
+            return fail(err, "%s: the precision is not a switch but a build: "
+                             "build/train_gpt2_fp32 runs the fp32 chapters, "
+                             "build/train_gpt2_bf16 the bf16 ones (see --list-chapters)", a);
         else if (!strcmp(a, "--check-state") && i + 2 < *argc)
             f->check_model = argv[i + 1], f->check_state = argv[i + 2], i += 2;
         else if (!strcmp(a, "--bench-csv") && has_value) f->bench_csv = argv[++i];
@@ -53,19 +82,24 @@ static int take_gpu_flags(GpuFlags *f, int *argc, char **argv, char *err) {
         else argv[out++] = argv[i];
     }
     *argc = out;
-    return 0;
+    return check_chapter_precision(f->chapter, err);
 }
 
 static void usage_extra(void) {
     printf("GPU flags:\n"
-           "  --chapter N           the optimizations of chapter N (default 0)\n"
+           "  --chapter N           the optimizations of chapter N (default %d, the first\n"
+           "                        chapter in %s)\n"
            "  --list-chapters       print the chapter table\n"
            "  --SWITCH, --no-SWITCH turn one optimization on or off after --chapter\n"
+           "                        (there is no --bf16 or --no-bf16: this binary is built\n"
+           "                        for %s and runs the chapters of that precision only;\n"
+           "                        build/train_gpt2_fp32 and build/train_gpt2_bf16 are the two)\n"
            "  --check-state MODEL STATE  compare with a PyTorch-written debug state\n"
            "  --bench-csv FILE      append this run's medians to FILE\n"
            "  --bench-label NAME    the row's label (default chNN)\n"
            "  --bench-warmup N      steps left out of the medians (default 3)\n"
-           "  --peak-tflops X       the GPU's bf16 dense peak, for MFU (default: detected)\n");
+           "  --peak-tflops X       the GPU's bf16 dense peak, for MFU (default: detected)\n",
+           chapter_first_of_precision(PRECISION_NAME), PRECISION_NAME, PRECISION_NAME);
 }
 
 // The defaults of the GPU trainer: GPT-2 124M at B=16, T=1024.
@@ -156,6 +190,12 @@ static int train(const GpuFlags *f, const TrainOptions *opt) {
     printf("device: %s, %d SMs; bf16 dense peak %s\n", prop.name, prop.multiProcessorCount,
            peak > 0 ? "known" : "unknown (MFU not shown; --peak-tflops sets it)");
     printf("chapter %02d: %s\n", ch->number, ch->title);
+#ifdef PRECISION_BF16
+    printf("precision: bf16 storage (%s); fp32 master weights, AdamW moments, layernorm "
+           "statistics and losses\n", TRAINER_NAME);
+#else
+    printf("precision: fp32 (%s)\n", TRAINER_NAME);
+#endif
     optimizations_print(&f->optim);
     printf("model: L=%d H=%d C=%d T=%d V=%d (padded %d), %s, %.2fM parameters, %.2f GiB on the device\n",
            c->num_layers, c->num_heads, c->channels, c->max_seq_len, c->vocab_size,
@@ -207,7 +247,7 @@ static int train(const GpuFlags *f, const TrainOptions *opt) {
 
 int main(int argc, char **argv) {
     char err[ERR_LEN];
-    GpuFlags f = {.chapter = 0, .bench_warmup = 3};
+    GpuFlags f = {.chapter = chapter_first_of_precision(PRECISION_NAME), .bench_warmup = 3};
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--list-chapters")) {
             chapters_print_table();

@@ -147,7 +147,9 @@ int gpu_trainer_save(GpuTrainer *tr, char *model_path, size_t cap, char *err) {
     size_t n = m->num_params;
     float *params = xmalloc(n * sizeof(float)), *mom1 = xmalloc(n * sizeof(float)),
           *mom2 = xmalloc(n * sizeof(float));
-    gpt2_gpu_download(m, m->params, params);
+    // The weights of record: the fp32 master weights in the bf16 build, so a
+    // checkpoint is fp32 (version 3) whichever build wrote it.
+    gpt2_gpu_get_params(m, params);
     gpt2_gpu_download(m, m->m, mom1);
     gpt2_gpu_download(m, m->v, mom2);
     TrainProgress p = {.step = tr->step, .data = dataloader_position(&tr->train),
@@ -170,8 +172,8 @@ void gpu_trainer_sample(GpuTrainer *tr, int32_t *out, int n, int eot) {
         // No KV cache: rerun the whole context, cropped to the model's window.
         int len = t < tr->opt.T ? t : tr->opt.T;
         if (gpt2_gpu_forward(&tr->model, out + t - len, NULL, 1, len, err)) die("%s", err);
-        CUDA_CHECK(cudaMemcpy(probs, tr->model.acts.probs + (size_t)(len - 1) * Vp,
-                              (size_t)Vp * sizeof(float), cudaMemcpyDeviceToHost));
+        gpt2_gpu_download_floatx(tr->model.acts.probs + (size_t)(len - 1) * Vp, probs,
+                                 (size_t)Vp);
         out[t] = sample_from_probs(probs, c->vocab_size, rng_uniform(&tr->sampler));
     }
     free(probs);

@@ -9,42 +9,50 @@
 // Results can still differ from the CPU in the last bit: nvcc contracts
 // b1 * m + (1 - b1) * g into a fused multiply-add, which rounds once where
 // the CPU rounds twice.
-__global__ void adamw_kernel_v1(float *params, const float *grads, float *m, float *v, size_t n,
-                                float lr, float beta1, float beta2, float eps, float wd,
-                                float correction1, float correction2) {
+// With a master copy (see adamw.h) the weight is read from and written to
+// master in fp32, and params gets it rounded to floatX; without one, params
+// is the weight. The branch is the same for every thread of a launch.
+__global__ void adamw_kernel_v1(floatX *params, float *master, const floatX *grads, float *m,
+                                float *v, size_t n, float lr, float beta1, float beta2, float eps,
+                                float wd, float correction1, float correction2) {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
-    float g = grads[i];
+    float g = x2f(grads[i]);
     float mi = beta1 * m[i] + (1.0f - beta1) * g;
     float vi = beta2 * v[i] + (1.0f - beta2) * g * g;
     m[i] = mi;
     v[i] = vi;
     float m_hat = mi / correction1;
     float v_hat = vi / correction2;
-    float p = params[i];
-    params[i] = p - lr * (m_hat / (sqrtf(v_hat) + eps) + wd * p);
+    float p = master ? master[i] : x2f(params[i]);
+    p = p - lr * (m_hat / (sqrtf(v_hat) + eps) + wd * p);
+    if (master) master[i] = p;
+    params[i] = f2x(p);
 }
 
-extern "C" void adamw_update_v1(const GpuContext *ctx, float *params, const float *grads,
-                                float *m, float *v, size_t n, float lr, const AdamWConfig *cfg,
-                                int decay, int t) {
+extern "C" void adamw_update_v1(const GpuContext *ctx, floatX *params, float *master,
+                                const floatX *grads, float *m, float *v, size_t n, float lr,
+                                const AdamWConfig *cfg, int decay, int t) {
     const float correction1 = 1.0f - powf(cfg->beta1, (float)t);
     const float correction2 = 1.0f - powf(cfg->beta2, (float)t);
     const float wd = decay ? cfg->weight_decay : 0.0f;
     const int threads = 256;
     adamw_kernel_v1<<<blocks_for(n, threads), threads, 0, ctx->stream>>>(
-        params, grads, m, v, n, lr, cfg->beta1, cfg->beta2, cfg->eps, wd, correction1,
+        params, master, grads, m, v, n, lr, cfg->beta1, cfg->beta2, cfg->eps, wd, correction1,
         correction2);
     gpu_check_launch(ctx, "adamw_kernel_v1");
 }
 
 #define GRAD_NORM_THREADS 256
 
-__global__ void sum_squares_partial_kernel_v1(float *partial, const float *x, size_t n) {
+// The squares are added in fp32 whatever floatX is: each block's partial.
+__global__ void sum_squares_partial_kernel_v1(float *partial, const floatX *x, size_t n) {
     float sum = 0.0f;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (size_t)gridDim.x * blockDim.x)
-        sum += x[i] * x[i];
+         i += (size_t)gridDim.x * blockDim.x) {
+        float xi = x2f(x[i]);
+        sum += xi * xi;
+    }
     sum = block_sum(sum);
     if (threadIdx.x == 0) partial[blockIdx.x] = sum;
 }
@@ -61,7 +69,7 @@ __global__ void sum_partials_sqrt_kernel_v1(float *norm, const float *partial, i
 }
 
 extern "C" void grad_norm_v1(const GpuContext *ctx, float *norm, float *scratch,
-                             const float *grads, size_t n) {
+                             const floatX *grads, size_t n) {
     unsigned int blocks = blocks_for(n, GRAD_NORM_THREADS);
     if (blocks > GRAD_NORM_MAX_BLOCKS) blocks = GRAD_NORM_MAX_BLOCKS;
     if (blocks == 0) blocks = 1;  // n == 0: one block writes a zero partial
@@ -72,12 +80,12 @@ extern "C" void grad_norm_v1(const GpuContext *ctx, float *norm, float *scratch,
     gpu_check_launch(ctx, "sum_partials_sqrt_kernel_v1");
 }
 
-__global__ void scale_kernel_v1(float *x, size_t n, float factor) {
+__global__ void scale_kernel_v1(floatX *x, size_t n, float factor) {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) x[i] *= factor;
+    if (i < n) x[i] = f2x(x2f(x[i]) * factor);
 }
 
-extern "C" void scale_v1(const GpuContext *ctx, float *x, size_t n, float factor) {
+extern "C" void scale_v1(const GpuContext *ctx, floatX *x, size_t n, float factor) {
     const int threads = 256;
     scale_kernel_v1<<<blocks_for(n, threads), threads, 0, ctx->stream>>>(x, n, factor);
     gpu_check_launch(ctx, "scale_kernel_v1");

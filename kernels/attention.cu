@@ -4,12 +4,13 @@
 #include "attention.h"
 #include "reduce.cuh"
 
-// (B,T,·) rows of `row_stride` floats, head h at channels [h*hs, (h+1)*hs)
+// (B,T,·) rows of `row_stride` values, head h at channels [h*hs, (h+1)*hs)
 // from `src`, to (B,NH,T,hs): each head's (T,hs) matrix contiguous, the form
 // the batched GEMMs need. One thread per element, in source order, so the
-// reads are coalesced and the writes come in contiguous runs of hs.
-__global__ void split_heads_kernel_v1(float *dst, const float *src, int row_stride, int B, int T,
-                                      int C, int NH) {
+// reads are coalesced and the writes come in contiguous runs of hs. A copy:
+// floatX in, floatX out, no rounding.
+__global__ void split_heads_kernel_v1(floatX *dst, const floatX *src, int row_stride, int B,
+                                      int T, int C, int NH) {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= (size_t)B * T * C) return;
     const int hs = C / NH;
@@ -20,11 +21,12 @@ __global__ void split_heads_kernel_v1(float *dst, const float *src, int row_stri
     dst[(((size_t)b * NH + h) * T + t) * hs + j] = src[bt * row_stride + c];
 }
 
-// The inverse: (B,NH,T,hs) back into (B,T,·) rows of `row_stride` floats,
+// The inverse: (B,NH,T,hs) back into (B,T,·) rows of `row_stride` values,
 // one thread per destination element (coalesced writes). With `accumulate`
-// it adds, which is how the backward pass's gradients land in dqkv.
-__global__ void merge_heads_kernel_v1(float *dst, int row_stride, const float *src, int B, int T,
-                                      int C, int NH, int accumulate) {
+// it adds (in fp32, rounded once), which is how the backward pass's
+// gradients land in dqkv.
+__global__ void merge_heads_kernel_v1(floatX *dst, int row_stride, const floatX *src, int B,
+                                      int T, int C, int NH, int accumulate) {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= (size_t)B * T * C) return;
     const int hs = C / NH;
@@ -32,68 +34,73 @@ __global__ void merge_heads_kernel_v1(float *dst, int row_stride, const float *s
     const size_t bt = i / C;
     const int t = (int)(bt % T), b = (int)(bt / T);
     const int h = c / hs, j = c % hs;
-    float value = src[(((size_t)b * NH + h) * T + t) * hs + j];
-    float *d = dst + bt * row_stride + c;
-    *d = accumulate ? *d + value : value;
+    float value = x2f(src[(((size_t)b * NH + h) * T + t) * hs + j]);
+    floatX *d = dst + bt * row_stride + c;
+    *d = f2x(accumulate ? x2f(*d) + value : value);
 }
 
 // One warp per row of scores (b, h, t): scale, mask everything after t,
 // softmax shifted by the row's max so that expf never overflows. Masked
 // entries get exactly 0, so att @ v and the backward GEMMs may run over the
-// full T x T square.
-__global__ void causal_softmax_forward_kernel_v1(float *att, const float *preatt, int rows, int T,
-                                                 float scale) {
+// full T x T square. The max, the exponentials and their sum are fp32; only
+// the probabilities are rounded to floatX, when stored.
+__global__ void causal_softmax_forward_kernel_v1(floatX *att, const floatX *preatt, int rows,
+                                                 int T, float scale) {
     const int lane = threadIdx.x % WARP_SIZE;
     const int row = blockIdx.x * (blockDim.x / WARP_SIZE) + threadIdx.x / WARP_SIZE;
     if (row >= rows) return;
     const int t = row % T;
-    const float *s = preatt + (size_t)row * T;
-    float *a = att + (size_t)row * T;
+    const floatX *s = preatt + (size_t)row * T;
+    floatX *a = att + (size_t)row * T;
     float maxval = -INFINITY;
-    for (int j = lane; j <= t; j += WARP_SIZE) maxval = fmaxf(maxval, s[j] * scale);
+    for (int j = lane; j <= t; j += WARP_SIZE) maxval = fmaxf(maxval, x2f(s[j]) * scale);
     maxval = warp_max(maxval);
     float sum = 0.0f;
-    for (int j = lane; j <= t; j += WARP_SIZE) sum += expf(s[j] * scale - maxval);
+    for (int j = lane; j <= t; j += WARP_SIZE) sum += expf(x2f(s[j]) * scale - maxval);
     sum = warp_sum(sum);
-    for (int j = lane; j < T; j += WARP_SIZE) a[j] = j <= t ? expf(s[j] * scale - maxval) / sum : 0.0f;
+    for (int j = lane; j < T; j += WARP_SIZE)
+        a[j] = f2x(j <= t ? expf(x2f(s[j]) * scale - maxval) / sum : 0.0f);
 }
 
 // One warp per row: with y = softmax(x), dx = y * (dy - sum_j y_j dy_j), then
 // times the forward's scale, since x = scale * q.k. Writes 0 above the
 // diagonal. dpre may be the same buffer as datt: each thread reads datt[j]
 // before it writes dpre[j], and the row's sum is complete (a warp shuffle)
-// before any write.
-__global__ void causal_softmax_backward_kernel_v1(float *dpre, const float *datt,
-                                                  const float *att, int rows, int T,
+// before any write. The dot product is fp32.
+__global__ void causal_softmax_backward_kernel_v1(floatX *dpre, const floatX *datt,
+                                                  const floatX *att, int rows, int T,
                                                   float scale) {
     const int lane = threadIdx.x % WARP_SIZE;
     const int row = blockIdx.x * (blockDim.x / WARP_SIZE) + threadIdx.x / WARP_SIZE;
     if (row >= rows) return;
     const int t = row % T;
-    const float *a = att + (size_t)row * T, *da = datt + (size_t)row * T;
-    float *dp = dpre + (size_t)row * T;
+    const floatX *a = att + (size_t)row * T, *da = datt + (size_t)row * T;
+    floatX *dp = dpre + (size_t)row * T;
     float dot = 0.0f;
-    for (int j = lane; j <= t; j += WARP_SIZE) dot += a[j] * da[j];
+    for (int j = lane; j <= t; j += WARP_SIZE) dot += x2f(a[j]) * x2f(da[j]);
     dot = warp_sum(dot);
-    for (int j = lane; j < T; j += WARP_SIZE) dp[j] = j <= t ? a[j] * (da[j] - dot) * scale : 0.0f;
+    for (int j = lane; j < T; j += WARP_SIZE)
+        dp[j] = f2x(j <= t ? x2f(a[j]) * (x2f(da[j]) - dot) * scale : 0.0f);
 }
 
-// For each of the B*NH heads, C_h = op(A_h) op(B_h) with fp32 storage and the
-// context's compute type, column-major (see matmul.h for the reading of
+// For each of the B*NH heads, C_h = op(A_h) op(B_h) with floatX storage and
+// the context's compute type, column-major (see matmul.h for the reading of
 // row-major memory). Strides are in elements between consecutive heads.
+// alpha and beta are floats: the compute type's (fp32 accumulation).
 static void batched_gemm(const GpuContext *ctx, cublasOperation_t op_a, cublasOperation_t op_b,
-                         int m, int n, int k, const float *A, int lda, long long stride_a,
-                         const float *B, int ldb, long long stride_b, float beta, float *C,
+                         int m, int n, int k, const floatX *A, int lda, long long stride_a,
+                         const floatX *B, int ldb, long long stride_b, float beta, floatX *C,
                          int ldc, long long stride_c, int batch, const char *what) {
     const float alpha = 1.0f;
     CUBLAS_CHECK(cublasGemmStridedBatchedEx(ctx->cublas, op_a, op_b, m, n, k, &alpha, A,
-                                            CUDA_R_32F, lda, stride_a, B, CUDA_R_32F, ldb,
-                                            stride_b, &beta, C, CUDA_R_32F, ldc, stride_c, batch,
-                                            gpu_gemm_compute_type(ctx), CUBLAS_GEMM_DEFAULT));
+                                            FLOATX_CUDA_TYPE, lda, stride_a, B, FLOATX_CUDA_TYPE,
+                                            ldb, stride_b, &beta, C, FLOATX_CUDA_TYPE, ldc,
+                                            stride_c, batch, gpu_gemm_compute_type(ctx),
+                                            CUBLAS_GEMM_DEFAULT));
     gpu_check_launch(ctx, what);
 }
 
-static void split_heads(const GpuContext *ctx, float *dst, const float *src, int row_stride,
+static void split_heads(const GpuContext *ctx, floatX *dst, const floatX *src, int row_stride,
                         int B, int T, int C, int NH) {
     const int threads = 256;
     split_heads_kernel_v1<<<blocks_for((size_t)B * T * C, threads), threads, 0, ctx->stream>>>(
@@ -101,7 +108,7 @@ static void split_heads(const GpuContext *ctx, float *dst, const float *src, int
     gpu_check_launch(ctx, "split_heads_kernel_v1");
 }
 
-static void merge_heads(const GpuContext *ctx, float *dst, int row_stride, const float *src,
+static void merge_heads(const GpuContext *ctx, floatX *dst, int row_stride, const floatX *src,
                         int B, int T, int C, int NH, int accumulate) {
     const int threads = 256;
     merge_heads_kernel_v1<<<blocks_for((size_t)B * T * C, threads), threads, 0, ctx->stream>>>(
@@ -109,6 +116,8 @@ static void merge_heads(const GpuContext *ctx, float *dst, int row_stride, const
     gpu_check_launch(ctx, "merge_heads_kernel_v1");
 }
 
+// Counts of floatX, returned as counts of floats: enough, since floatX is
+// never larger (see attention.h).
 extern "C" size_t attention_forward_scratch_floats(int B, int T, int C, int NH) {
     return 4 * (size_t)B * T * C + (size_t)B * NH * T * T;
 }
@@ -117,13 +126,14 @@ extern "C" size_t attention_backward_scratch_floats(int B, int T, int C, int NH)
     return 7 * (size_t)B * T * C + (size_t)B * NH * T * T;
 }
 
-extern "C" void attention_forward_v1(const GpuContext *ctx, float *out, float *att,
-                                     float *scratch, const float *qkv, int B, int T, int C,
+extern "C" void attention_forward_v1(const GpuContext *ctx, floatX *out, floatX *att,
+                                     float *scratch, const floatX *qkv, int B, int T, int C,
                                      int NH) {
     const size_t N = (size_t)B * T * C;
     const int hs = C / NH, heads = B * NH;
     const long long head_tt = (long long)T * T, head_ths = (long long)T * hs;
-    float *q = scratch, *k = q + N, *v = k + N, *y = v + N, *preatt = y + N;
+    // floatX arrays back to back from the scratch's first byte (attention.h).
+    floatX *q = (floatX *)scratch, *k = q + N, *v = k + N, *y = v + N, *preatt = y + N;
 
     // ANCHOR: eager_attention
     split_heads(ctx, q, qkv, 3 * C, B, T, C, NH);
@@ -152,14 +162,15 @@ extern "C" void attention_forward_v1(const GpuContext *ctx, float *out, float *a
     // ANCHOR_END: eager_attention
 }
 
-extern "C" void attention_backward_v1(const GpuContext *ctx, float *dqkv, float *scratch,
-                                      const float *dout, const float *qkv, const float *att,
+extern "C" void attention_backward_v1(const GpuContext *ctx, floatX *dqkv, float *scratch,
+                                      const floatX *dout, const floatX *qkv, const floatX *att,
                                       int B, int T, int C, int NH) {
     const size_t N = (size_t)B * T * C;
     const int hs = C / NH, heads = B * NH;
     const long long head_tt = (long long)T * T, head_ths = (long long)T * hs;
-    float *q = scratch, *k = q + N, *v = k + N, *dq = v + N, *dk = dq + N, *dv = dk + N,
-          *dy = dv + N, *datt = dy + N;
+    // floatX arrays back to back from the scratch's first byte (attention.h).
+    floatX *q = (floatX *)scratch, *k = q + N, *v = k + N, *dq = v + N, *dk = dq + N,
+           *dv = dk + N, *dy = dv + N, *datt = dy + N;
 
     // The forward pass's q, k, v are not kept between passes (the scratch is
     // shared by all layers); splitting qkv again costs one read and write.
@@ -177,7 +188,7 @@ extern "C" void attention_backward_v1(const GpuContext *ctx, float *dqkv, float 
 
     const int threads = 256, rows_per_block = threads / WARP_SIZE, rows = heads * T;
     const float scale = 1.0f / sqrtf((float)hs);
-    float *dpre = datt;  // in place: see causal_softmax_backward_kernel_v1
+    floatX *dpre = datt;  // in place: see causal_softmax_backward_kernel_v1
     causal_softmax_backward_kernel_v1<<<blocks_for(rows, rows_per_block), threads, 0,
                                         ctx->stream>>>(dpre, datt, att, rows, T, scale);
     gpu_check_launch(ctx, "causal_softmax_backward_kernel_v1");

@@ -11,17 +11,17 @@ extern "C" {
 
 // One thread per output element: consecutive threads read consecutive
 // channels of the same wte and wpe rows, so every load is coalesced.
-__global__ void encoder_forward_kernel_v1(float *out, const int32_t *tokens, const float *wte,
-                                          const float *wpe, int B, int T, int C) {
+__global__ void encoder_forward_kernel_v1(floatX *out, const int32_t *tokens, const floatX *wte,
+                                          const floatX *wpe, int B, int T, int C) {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= (size_t)B * T * C) return;
     size_t bt = i / C;
     int c = (int)(i % C), t = (int)(bt % T);
-    out[i] = wte[(size_t)tokens[bt] * C + c] + wpe[(size_t)t * C + c];
+    out[i] = f2x(x2f(wte[(size_t)tokens[bt] * C + c]) + x2f(wpe[(size_t)t * C + c]));
 }
 
-extern "C" void encoder_forward_v1(const GpuContext *ctx, float *out, const int32_t *tokens,
-                                   const float *wte, const float *wpe, int B, int T, int C) {
+extern "C" void encoder_forward_v1(const GpuContext *ctx, floatX *out, const int32_t *tokens,
+                                   const floatX *wte, const floatX *wpe, int B, int T, int C) {
     const int threads = 256;
     encoder_forward_kernel_v1<<<blocks_for((size_t)B * T * C, threads), threads, 0,
                                 ctx->stream>>>(out, tokens, wte, wpe, B, T, C);
@@ -83,34 +83,36 @@ extern "C" void encoder_buckets_upload(const GpuContext *ctx, int32_t *d_packed,
 }
 
 // ---- backward -----------------------------------------------------------------
-// One thread per (t, c): it owns dwpe[t,c] and adds the B rows in order.
-__global__ void encoder_backward_wpe_kernel_v1(float *dwpe, const float *dout, int B, int T,
+// One thread per (t, c): it owns dwpe[t,c] and adds the B rows in order, in
+// an fp32 register, storing once.
+__global__ void encoder_backward_wpe_kernel_v1(floatX *dwpe, const floatX *dout, int B, int T,
                                                int C) {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= (size_t)T * C) return;
-    float acc = dwpe[i];
-    for (int b = 0; b < B; b++) acc += dout[(size_t)b * T * C + i];
-    dwpe[i] = acc;
+    float acc = x2f(dwpe[i]);
+    for (int b = 0; b < B; b++) acc += x2f(dout[(size_t)b * T * C + i]);
+    dwpe[i] = f2x(acc);
 }
 
 // blockIdx.x picks a token's bucket, the threads span channels: the thread
 // that owns dwte[token,c] adds that token's positions one after another, so
-// no other thread ever writes its element and no atomics are needed.
-__global__ void encoder_backward_wte_kernel_v1(float *dwte, const float *dout,
+// no other thread ever writes its element and no atomics are needed. The sum
+// is an fp32 register, stored (rounded to floatX) once.
+__global__ void encoder_backward_wte_kernel_v1(floatX *dwte, const floatX *dout,
                                                const int32_t *packed, int BT, int C) {
     const int bucket = blockIdx.x;
     const int c = blockIdx.y * blockDim.x + threadIdx.x;
     if (c >= C) return;
     const int32_t *token_of = packed, *start = packed + BT, *positions = packed + 2 * BT + 1;
-    float *row = dwte + (size_t)token_of[bucket] * C;
-    float acc = row[c];
+    floatX *row = dwte + (size_t)token_of[bucket] * C;
+    float acc = x2f(row[c]);
     for (int p = start[bucket]; p < start[bucket + 1]; p++)
-        acc += dout[(size_t)positions[p] * C + c];
-    row[c] = acc;
+        acc += x2f(dout[(size_t)positions[p] * C + c]);
+    row[c] = f2x(acc);
 }
 
-extern "C" void encoder_backward_v1(const GpuContext *ctx, float *dwte, float *dwpe,
-                                    const float *dout, const int32_t *d_packed, int num_buckets,
+extern "C" void encoder_backward_v1(const GpuContext *ctx, floatX *dwte, floatX *dwpe,
+                                    const floatX *dout, const int32_t *d_packed, int num_buckets,
                                     int B, int T, int C) {
     const int threads = 256;
     encoder_backward_wpe_kernel_v1<<<blocks_for((size_t)T * C, threads), threads, 0,

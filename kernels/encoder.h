@@ -2,7 +2,8 @@
 //
 // Shapes, row-major, as the CPU reference (gpt2_cpu.h):
 //   tokens (B,T) int32 in [0, V), on the device
-//   wte (Vp,C), wpe (T_max,C), out and dout (B,T,C)
+//   wte (Vp,C), wpe (T_max,C), out and dout (B,T,C), and the gradients dwte
+//   and dwpe: floatX (precision.h)
 //
 // The backward pass is a scatter: every position adds its gradient row to the
 // row of its token in dwte, and a token may occur many times in a batch. The
@@ -11,21 +12,24 @@
 // token (a counting sort; chapter 00 loads each batch on the host anyway),
 // and then one thread per (token, channel) adds that token's positions in
 // increasing order. That order is the CPU reference's, so dwte and dwpe come
-// out bit-identical to it.
+// out bit-identical to it in the fp32 build. In the bf16 build each thread
+// adds in fp32, starting from the gradient's value, and rounds to bf16 once,
+// when it stores: one rounding per element, not one per position.
 #ifndef ENCODER_H
 #define ENCODER_H
 
 #include <stdint.h>
 
 #include "gpu_context.h"
+#include "precision.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
 // out[b,t,:] = wte[tokens[b,t],:] + wpe[t,:]
-void encoder_forward_v1(const GpuContext *ctx, float *out, const int32_t *tokens,
-                        const float *wte, const float *wpe, int B, int T, int C);
+void encoder_forward_v1(const GpuContext *ctx, floatX *out, const int32_t *tokens,
+                        const floatX *wte, const floatX *wpe, int B, int T, int C);
 
 // ---- positions grouped by token (host side) ----------------------------------
 // The packed array, in int32, for BT = B*T positions (3*BT + 1 ints), the form
@@ -56,7 +60,7 @@ void encoder_buckets_upload(const GpuContext *ctx, int32_t *d_packed, const Enco
 // dwpe[t,:] += sum over b, in order, of dout[b,t,:]. Both ACCUMULATE.
 // d_packed and num_buckets come from encoder_buckets_build/upload for this
 // batch's tokens (B*T == eb->BT).
-void encoder_backward_v1(const GpuContext *ctx, float *dwte, float *dwpe, const float *dout,
+void encoder_backward_v1(const GpuContext *ctx, floatX *dwte, floatX *dwpe, const floatX *dout,
                          const int32_t *d_packed, int num_buckets, int B, int T, int C);
 
 #ifdef __cplusplus

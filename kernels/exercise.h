@@ -9,24 +9,35 @@
 //     says, once per process, on stderr, which exercise is not done and what
 //     to do.
 // The solutions (solutions/) include this header too but call neither.
-// For the .cu files only.
+// exercise_fill_nan is for the .cu files; exercise_unfinished works in C too.
 #ifndef EXERCISE_H
 #define EXERCISE_H
 
 #include <stddef.h>
 #include <stdio.h>
 
-// n floats from p set to NaN by every thread of the grid together (a
-// grid-stride loop over any 1-, 2- or 3-D launch shape).
-__device__ inline void exercise_fill_nan(float *p, size_t n) {
+#ifdef __CUDACC__
+#include "precision.h"
+
+// A quiet NaN of each storage type.
+__device__ inline void exercise_store_nan(float *p) { *p = __int_as_float(0x7fffffff); }
+#ifdef PRECISION_BF16
+__device__ inline void exercise_store_nan(floatX *p) { *p = __ushort_as_bfloat16(0x7fc0); }
+#endif
+
+// n values from p (float, or floatX in the bf16 build) set to NaN by every
+// thread of the grid together (a grid-stride loop over any 1-, 2- or 3-D
+// launch shape).
+template <typename T>
+__device__ inline void exercise_fill_nan(T *p, size_t n) {
     const size_t block = (size_t)blockDim.x * blockDim.y * blockDim.z;
     const size_t threads = block * gridDim.x * gridDim.y * gridDim.z;
     const size_t block_id = ((size_t)blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x;
     const size_t thread_id = ((size_t)threadIdx.z * blockDim.y + threadIdx.y) * blockDim.x +
                              threadIdx.x;
-    for (size_t i = block_id * block + thread_id; i < n; i += threads)
-        p[i] = __int_as_float(0x7fffffff);  // a quiet NaN
+    for (size_t i = block_id * block + thread_id; i < n; i += threads) exercise_store_nan(p + i);
 }
+#endif
 
 // "exercise 00_baseline (layernorm forward) is not finished yet: <hint>",
 // the first time a launcher of that exercise runs in this process.

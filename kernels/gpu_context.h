@@ -17,6 +17,8 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
+#include "precision.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -31,7 +33,8 @@ typedef struct {
     // CUDA_LAUNCH_BLOCKING=1 behaves). Chapter 03 turns it off.
     int sync_after_launch;
     // 0: fp32 GEMMs on the fp32 cores (chapter 00). 1: TF32 tensor cores
-    // (chapter 01). Read at every GEMM by gpu_gemm_compute_type().
+    // (chapter 01). Read at every GEMM by gpu_gemm_compute_type(). The bf16
+    // build ignores it: bf16 GEMMs always run on the tensor cores.
     int tensor_cores;
 } GpuContext;
 
@@ -56,6 +59,21 @@ void gpu_check_launch(const GpuContext *ctx, const char *kernel_name);
 void *gpu_malloc(size_t bytes, const char *what);
 void gpu_free(void *ptr);  // cudaFree, checked; NULL is fine
 
+// The compute type of every GEMM (matmul and attention), whose operands are
+// floatX (FLOATX_CUDA_TYPE): one branch on the build's precision.
+#ifdef PRECISION_BF16
+// ANCHOR: gemm_compute_type_bf16
+// Chapter 02: bf16 operands. CUBLAS_COMPUTE_32F with 16-bit inputs runs on
+// the tensor cores and adds the products in fp32; only C is rounded to bf16,
+// once. (TF32 is a way of feeding fp32 operands to the tensor cores: cuBLAS
+// accepts CUBLAS_COMPUTE_32F_FAST_TF32 with fp32 operands only, so the
+// tensor_cores switch has nothing to choose here.)
+static inline cublasComputeType_t gpu_gemm_compute_type(const GpuContext *ctx) {
+    (void)ctx;
+    return CUBLAS_COMPUTE_32F;
+}
+// ANCHOR_END: gemm_compute_type_bf16
+#else
 // ANCHOR: gemm_compute_type
 // The compute type of every fp32 GEMM (matmul and attention). This is
 // chapter 01's switch: the same cuBLAS calls, with TF32 tensor cores allowed.
@@ -63,6 +81,7 @@ static inline cublasComputeType_t gpu_gemm_compute_type(const GpuContext *ctx) {
     return ctx->tensor_cores ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
 }
 // ANCHOR_END: gemm_compute_type
+#endif
 
 // Reporting functions behind the checks below; they do not return.
 void gpu_fail_cuda(cudaError_t err, const char *call, const char *file, int line)

@@ -17,26 +17,27 @@ static int num_chunks(int BT) { return (BT + LN_ROWS_PER_CHUNK - 1) / LN_ROWS_PE
 // dinp, one warp per row. With xhat = (x - mean) * rstd and g = dout * weight:
 //   dinp = rstd * (g - mean(g) - xhat * mean(g * xhat))
 // (the derivation is in the CPU reference, common/gpt2_cpu_layers.inc).
-__global__ void layernorm_backward_dinp_kernel_v1(float *dinp, const float *dout,
-                                                  const float *inp, const float *weight,
+// Loads go through x2f, the row's sums are fp32, dinp is rounded once.
+__global__ void layernorm_backward_dinp_kernel_v1(floatX *dinp, const floatX *dout,
+                                                  const floatX *inp, const floatX *weight,
                                                   const float *mean, const float *rstd, int BT,
                                                   int C) {
     const int lane = threadIdx.x % WARP_SIZE;
     const int row = blockIdx.x * (blockDim.x / WARP_SIZE) + threadIdx.x / WARP_SIZE;
     if (row >= BT) return;
-    const float *dy = dout + (size_t)row * C, *x = inp + (size_t)row * C;
-    float *dx = dinp + (size_t)row * C;
+    const floatX *dy = dout + (size_t)row * C, *x = inp + (size_t)row * C;
+    floatX *dx = dinp + (size_t)row * C;
     const float m = mean[row], s = rstd[row];
     float g_sum = 0.0f, g_xhat_sum = 0.0f;
     for (int i = lane; i < C; i += WARP_SIZE) {
-        float xhat = (x[i] - m) * s, g = dy[i] * weight[i];
+        float xhat = (x2f(x[i]) - m) * s, g = x2f(dy[i]) * x2f(weight[i]);
         g_sum += g;
         g_xhat_sum += g * xhat;
     }
     const float g_mean = warp_sum(g_sum) / C, g_xhat_mean = warp_sum(g_xhat_sum) / C;
     for (int i = lane; i < C; i += WARP_SIZE) {
-        float xhat = (x[i] - m) * s, g = dy[i] * weight[i];
-        dx[i] += s * (g - g_mean - xhat * g_xhat_mean);
+        float xhat = (x2f(x[i]) - m) * s, g = x2f(dy[i]) * x2f(weight[i]);
+        dx[i] = f2x(x2f(dx[i]) + s * (g - g_mean - xhat * g_xhat_mean));
     }
 }
 
@@ -44,10 +45,11 @@ __global__ void layernorm_backward_dinp_kernel_v1(float *dinp, const float *dout
 // of rows. Block (LN_COLS, LN_ROW_LANES): threadIdx.x is the channel, so a
 // warp reads 32 consecutive channels of one row; threadIdx.y takes every 8th
 // row. The 8 per-thread sums are then added in y order through shared memory.
+// The partials are fp32.
 __global__ void layernorm_backward_params_partial_kernel_v1(float *partial_dw, float *partial_db,
-                                                            const float *dout, const float *inp,
-                                                            const float *mean, const float *rstd,
-                                                            int BT, int C) {
+                                                            const floatX *dout,
+                                                            const floatX *inp, const float *mean,
+                                                            const float *rstd, int BT, int C) {
     __shared__ float sum_dw[LN_ROW_LANES][LN_COLS], sum_db[LN_ROW_LANES][LN_COLS];
     const int c = blockIdx.x * LN_COLS + threadIdx.x;
     const int chunk = blockIdx.y;
@@ -55,8 +57,8 @@ __global__ void layernorm_backward_params_partial_kernel_v1(float *partial_dw, f
     float dw = 0.0f, db = 0.0f;
     if (c < C) {
         for (int r = chunk * LN_ROWS_PER_CHUNK + threadIdx.y; r < row_end; r += LN_ROW_LANES) {
-            float dy = dout[(size_t)r * C + c];
-            float xhat = (inp[(size_t)r * C + c] - mean[r]) * rstd[r];
+            float dy = x2f(dout[(size_t)r * C + c]);
+            float xhat = (x2f(inp[(size_t)r * C + c]) - mean[r]) * rstd[r];
             dw += xhat * dy;
             db += dy;
         }
@@ -74,8 +76,9 @@ __global__ void layernorm_backward_params_partial_kernel_v1(float *partial_dw, f
     }
 }
 
-// One thread per channel adds the chunks' partials in chunk order.
-__global__ void layernorm_backward_params_reduce_kernel_v1(float *dweight, float *dbias,
+// One thread per channel adds the chunks' partials in chunk order, in fp32,
+// then adds the total to the floatX gradient.
+__global__ void layernorm_backward_params_reduce_kernel_v1(floatX *dweight, floatX *dbias,
                                                            const float *partial_dw,
                                                            const float *partial_db, int chunks,
                                                            int C) {
@@ -86,17 +89,17 @@ __global__ void layernorm_backward_params_reduce_kernel_v1(float *dweight, float
         dw += partial_dw[(size_t)k * C + c];
         db += partial_db[(size_t)k * C + c];
     }
-    dweight[c] += dw;
-    dbias[c] += db;
+    dweight[c] = f2x(x2f(dweight[c]) + dw);
+    dbias[c] = f2x(x2f(dbias[c]) + db);
 }
 
 extern "C" size_t layernorm_backward_scratch_floats(int B, int T, int C) {
     return 2 * (size_t)num_chunks(B * T) * C;
 }
 
-extern "C" void layernorm_backward_v1(const GpuContext *ctx, float *dinp, float *dweight,
-                                      float *dbias, float *scratch, const float *dout,
-                                      const float *inp, const float *weight, const float *mean,
+extern "C" void layernorm_backward_v1(const GpuContext *ctx, floatX *dinp, floatX *dweight,
+                                      floatX *dbias, float *scratch, const floatX *dout,
+                                      const floatX *inp, const floatX *weight, const float *mean,
                                       const float *rstd, int B, int T, int C) {
     const int BT = B * T, chunks = num_chunks(BT);
     const int threads = 256, rows_per_block = threads / WARP_SIZE;

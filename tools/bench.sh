@@ -10,11 +10,24 @@
 #
 # Settings (environment variables): B (16), T (1024), STEPS (25: 5 warm-up +
 # 20 timed), LARGE_B (32: a second, larger batch where memory allows),
-# TRAINER (build/train_gpt2_fp32), PYTHON (python3).
+# TRAINER_FP32 (build/train_gpt2_fp32), TRAINER_BF16 (build/train_gpt2_bf16),
+# PYTHON (python3).
+#
+# Each chapter runs in the trainer built for its precision: the chapter
+# table (--list-chapters: chapter, precision, switch, title) says which.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 B=${B:-16} T=${T:-1024} STEPS=${STEPS:-25} WARMUP=${WARMUP:-5} LARGE_B=${LARGE_B:-32}
-TRAINER=${TRAINER:-build/train_gpt2_fp32} PYTHON=${PYTHON:-python3}
+TRAINER_FP32=${TRAINER_FP32:-build/train_gpt2_fp32} TRAINER_BF16=${TRAINER_BF16:-build/train_gpt2_bf16}
+PYTHON=${PYTHON:-python3}
+table=$("$TRAINER_FP32" --list-chapters)
+
+trainer_for() {  # chapter -> the trainer binary of its precision
+  case $(echo "$table" | awk -v ch="$1" 'NR > 1 && $1 == ch {print $2}') in
+    bf16) echo "$TRAINER_BF16" ;;
+    *) echo "$TRAINER_FP32" ;;
+  esac
+}
 
 gpu_name=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
 slug=$(echo "$gpu_name" | grep -oiE 'H100|H200|A100|L40S|L4|RTX ?[0-9]+' | head -1 | tr 'A-Z ' 'a-z_')
@@ -37,10 +50,11 @@ echo "label,chapter,B,T,steps,ms_per_step,tok_per_s,tflops,mfu,peak_mem_gib,data
 
 # One trainer run; a failure (out of memory at the large batch) is reported
 # and the benchmark goes on.
-ours() {  # label, batch, flags...
-  local label=$1 b=$2; shift 2
-  echo "== $label (B=$b): log in $out/logs/$label.txt =="
-  "$TRAINER" "$@" -b "$b" -t "$T" --steps "$STEPS" --val-every 0 --sample-tokens 0 \
+ours() {  # label, batch, chapter, flags...
+  local label=$1 b=$2 ch=$3; shift 3
+  local trainer; trainer=$(trainer_for "$ch")
+  echo "== $label (B=$b, $trainer): log in $out/logs/$label.txt =="
+  "$trainer" --chapter "$ch" "$@" -b "$b" -t "$T" --steps "$STEPS" --val-every 0 --sample-tokens 0 \
     --log-every 1 --bench-csv "$csv" --bench-warmup "$WARMUP" --bench-label "$label" \
     > "$out/logs/$label.txt" 2>&1 || echo "!! $label at B=$b failed: $(tail -1 "$out/logs/$label.txt")"
   grep '^bench:' "$out/logs/$label.txt"
@@ -53,18 +67,21 @@ pytorch() {  # label, batch, mode
     || echo "!! $1 at B=$2 failed (see above)"
 }
 
-chapters=$("$TRAINER" --list-chapters | awk 'NR > 1 {print $1}')
+chapters=$(echo "$table" | awk 'NR > 1 {print $1}')
 last=$(echo "$chapters" | tail -1)
-for ch in $chapters; do ours "ch$(printf %02d "$ch")" "$B" --chapter "$ch"; done
-# Leave-one-out ablations at the last chapter: each switch off in turn.
-for sw in $("$TRAINER" --list-chapters | awk 'NR > 1 && $2 != "-" {print $2}'); do
-  ours "ch$(printf %02d "$last")-no-$sw" "$B" --chapter "$last" "--no-$sw"
+for ch in $chapters; do ours "ch$(printf %02d "$ch")" "$B" "$ch"; done
+# Leave-one-out ablations at the last chapter: each run-time switch off in
+# turn. (Chapter 02's change, bf16, is a build, not a switch: its ablation is
+# the fp32 chapters' rows themselves.)
+for sw in $(echo "$table" | awk 'NR > 1 && $3 != "-" {print $3}'); do
+  ours "ch$(printf %02d "$last")-no-$sw" "$B" "$last" "--no-$sw"
 done
 pytorch pytorch-eager-fp32 "$B" eager-fp32
 pytorch pytorch-eager-tf32 "$B" eager-tf32
+pytorch pytorch-eager-bf16 "$B" eager-bf16  # beside chapter 02
 # The larger batch.
-ours "ch00-B$LARGE_B" "$LARGE_B" --chapter 0
-ours "ch$(printf %02d "$last")-B$LARGE_B" "$LARGE_B" --chapter "$last"
+ours "ch00-B$LARGE_B" "$LARGE_B" 0
+ours "ch$(printf %02d "$last")-B$LARGE_B" "$LARGE_B" "$last"
 pytorch "pytorch-eager-fp32-B$LARGE_B" "$LARGE_B" eager-fp32
 
 # PyTorch's rows, without their own header line.

@@ -12,11 +12,16 @@
 #define LAYERNORM_EPS 1e-5f
 
 // One warp per row: the lanes stride over the channels, so each load of 32
-// consecutive floats is one coalesced transaction, and the row's sums are
+// consecutive values is one coalesced transaction, and the row's sums are
 // warp shuffles, with no shared memory or block barriers.
-__global__ void layernorm_forward_kernel_v1(float *out, float *mean, float *rstd,
-                                            const float *inp, const float *weight,
-                                            const float *bias, int BT, int C) {
+// inp, weight, bias and out are floatX, the trainer's storage type
+// (kernels/precision.h): float in chapters 00 and 01, bf16 from chapter 02 on.
+// The arithmetic is fp32 in every build: x2f(v) reads a stored value as a
+// float, f2x(f) rounds a float for storing; for float storage both do
+// nothing. mean and rstd are always float.
+__global__ void layernorm_forward_kernel_v1(floatX *out, float *mean, float *rstd,
+                                            const floatX *inp, const floatX *weight,
+                                            const floatX *bias, int BT, int C) {
     // TODO(exercise 00_baseline): one warp per row: mean, variance around it, normalize, scale, shift
     // Replace this stub, which makes the tests fail, with your code.
     exercise_fill_nan(out, (size_t)BT * C);
@@ -24,9 +29,9 @@ __global__ void layernorm_forward_kernel_v1(float *out, float *mean, float *rstd
     exercise_fill_nan(rstd, BT);
 }
 
-extern "C" void layernorm_forward_v1(const GpuContext *ctx, float *out, float *mean, float *rstd,
-                                     const float *inp, const float *weight, const float *bias,
-                                     int B, int T, int C) {
+extern "C" void layernorm_forward_v1(const GpuContext *ctx, floatX *out, float *mean,
+                                     float *rstd, const floatX *inp, const floatX *weight,
+                                     const floatX *bias, int B, int T, int C) {
     // TODO(exercise 00_baseline): delete this call once the code above is written.
     exercise_unfinished("00_baseline", "layernorm forward",
                         "one warp per row: mean, variance around it, normalize, scale, shift");

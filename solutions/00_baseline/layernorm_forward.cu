@@ -9,11 +9,16 @@
 #define LAYERNORM_EPS 1e-5f
 
 // One warp per row: the lanes stride over the channels, so each load of 32
-// consecutive floats is one coalesced transaction, and the row's sums are
+// consecutive values is one coalesced transaction, and the row's sums are
 // warp shuffles, with no shared memory or block barriers.
-__global__ void layernorm_forward_kernel_v1(float *out, float *mean, float *rstd,
-                                            const float *inp, const float *weight,
-                                            const float *bias, int BT, int C) {
+// inp, weight, bias and out are floatX, the trainer's storage type
+// (kernels/precision.h): float in chapters 00 and 01, bf16 from chapter 02 on.
+// The arithmetic is fp32 in every build: x2f(v) reads a stored value as a
+// float, f2x(f) rounds a float for storing; for float storage both do
+// nothing. mean and rstd are always float.
+__global__ void layernorm_forward_kernel_v1(floatX *out, float *mean, float *rstd,
+                                            const floatX *inp, const floatX *weight,
+                                            const floatX *bias, int BT, int C) {
     // EXERCISE BEGIN: one warp per row: mean, variance around it, normalize, scale, shift
     // EXERCISE STUB: exercise_fill_nan(out, (size_t)BT * C);
     // EXERCISE STUB: exercise_fill_nan(mean, BT);
@@ -21,21 +26,22 @@ __global__ void layernorm_forward_kernel_v1(float *out, float *mean, float *rstd
     const int lane = threadIdx.x % WARP_SIZE;
     const int row = blockIdx.x * (blockDim.x / WARP_SIZE) + threadIdx.x / WARP_SIZE;
     if (row >= BT) return;  // the whole warp leaves together: shuffles stay full
-    const float *x = inp + (size_t)row * C;
+    const floatX *x = inp + (size_t)row * C;
     float sum = 0.0f;
-    for (int i = lane; i < C; i += WARP_SIZE) sum += x[i];
+    for (int i = lane; i < C; i += WARP_SIZE) sum += x2f(x[i]);
     const float m = warp_sum(sum) / C;
     float sq = 0.0f;
     for (int i = lane; i < C; i += WARP_SIZE) {
-        float d = x[i] - m;
+        float d = x2f(x[i]) - m;
         sq += d * d;
     }
     const float var = warp_sum(sq) / C;
     // 1/sqrtf rather than rsqrtf: rsqrtf is an approximation (2 ulp), and
     // chapter 00 computes what the CPU computes.
     const float s = 1.0f / sqrtf(var + LAYERNORM_EPS);
-    float *y = out + (size_t)row * C;
-    for (int i = lane; i < C; i += WARP_SIZE) y[i] = (x[i] - m) * s * weight[i] + bias[i];
+    floatX *y = out + (size_t)row * C;
+    for (int i = lane; i < C; i += WARP_SIZE)
+        y[i] = f2x((x2f(x[i]) - m) * s * x2f(weight[i]) + x2f(bias[i]));
     if (lane == 0) {
         mean[row] = m;
         rstd[row] = s;
@@ -43,9 +49,9 @@ __global__ void layernorm_forward_kernel_v1(float *out, float *mean, float *rstd
     // EXERCISE END
 }
 
-extern "C" void layernorm_forward_v1(const GpuContext *ctx, float *out, float *mean, float *rstd,
-                                     const float *inp, const float *weight, const float *bias,
-                                     int B, int T, int C) {
+extern "C" void layernorm_forward_v1(const GpuContext *ctx, floatX *out, float *mean,
+                                     float *rstd, const floatX *inp, const floatX *weight,
+                                     const floatX *bias, int B, int T, int C) {
     // EXERCISE LAUNCH-CHECK: layernorm forward
     const int threads = 256, rows_per_block = threads / WARP_SIZE;
     layernorm_forward_kernel_v1<<<blocks_for((size_t)B * T, rows_per_block), threads, 0,

@@ -27,7 +27,8 @@ static void check_adamw(int decay, uint64_t seed) {
         float *grads = gt_random(n, -0.1f, 0.1f, &rng);
         const float lr = 6e-4f * (float)t;
         adamw_update(params, grads, m, v, n, lr, &cfg, decay, t);
-        adamw_update_v1(&gt_ctx, d_params, gt_upload(grads, n), d_m, d_v, n, lr, &cfg, decay, t);
+        adamw_update_v1(&gt_ctx, d_params, NULL, gt_upload(grads, n), d_m, d_v, n, lr, &cfg,
+                        decay, t);
     }
     gt_compare("adamw params", gt_download(d_params, n), params, n, ADAMW_TOL);
     gt_compare("adamw m", gt_download(d_m, n), m, n, ADAMW_TOL);

@@ -32,9 +32,10 @@ static void check_against_cpu(int B, int T, int V, int Vp, float lo, float hi, u
     float *d_probs = gt_device_poisoned(NL), *d_losses = gt_device_poisoned(BT);
     float *d_mean = gt_device_poisoned(1), *d_dlosses = gt_device_poisoned(BT);
     int32_t *d_targets = gt_upload_i32(targets, BT);
-    softmax_forward_v1(&gt_ctx, d_probs, gt_upload(logits, NL), B, T, V, Vp);
+    float *d_logits = gt_upload(logits, NL);
+    softmax_forward_v1(&gt_ctx, d_probs, d_logits, B, T, V, Vp);
     gt_compare("softmax probs", gt_download(d_probs, NL), probs, NL, SOFTMAX_TOL);
-    crossentropy_forward_v1(&gt_ctx, d_losses, d_probs, d_targets, B, T, Vp);
+    crossentropy_forward_v1(&gt_ctx, d_losses, d_logits, d_probs, d_targets, B, T, V, Vp);
     gt_compare("crossentropy losses", gt_download(d_losses, BT), losses, BT, SOFTMAX_TOL);
     loss_mean_v1(&gt_ctx, d_mean, d_losses, B, T);
     gt_compare("mean loss", gt_download(d_mean, 1), &mean, 1, SOFTMAX_TOL);

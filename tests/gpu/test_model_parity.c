@@ -1,6 +1,11 @@
 // test_model_parity.c: the whole GPU model against the CPU reference, on a
 // tiny model: every logit, the loss, every gradient tensor, and the
 // parameters after 5 AdamW steps (tolerances.h says why each tolerance).
+//
+// Built twice (Makefile): into build/tests/gpu_tests for the fp32 build
+// (chapters 00-01) and, with -DPRECISION_BF16, into build/tests/gpu_tests_bf16
+// for the bf16 build (chapter 02 on), where the tests under PRECISION_BF16
+// below compare the bf16 model with the same fp32 CPU reference.
 #include <criterion/criterion.h>
 #include <criterion/parameterized.h>
 
@@ -9,6 +14,10 @@
 #include "gpu_test.h"
 #include "optimizer.h"
 #include "tolerances.h"
+#ifdef PRECISION_BF16
+#include "bf16.h"
+#include "check_state.h"  // cosine_similarity
+#endif
 
 TestSuite(model, .init = gpu_test_init, .fini = gpu_test_fini);
 
@@ -34,6 +43,27 @@ static void random_batch(int32_t *x, int32_t *y, int V, uint64_t seed) {
     rng_seed(&rng, seed);
     for (int i = 0; i < B * T; i++) x[i] = (int32_t)rng_below(&rng, V), y[i] = (int32_t)rng_below(&rng, V);
 }
+
+// The CPU side of one optimizer step, as the CPU trainer takes it.
+static void cpu_update(GPT2Cpu *m, float *mom1, float *mom2, float lr, const AdamWConfig *c,
+                       float max_norm, int t) {
+    float clip = grad_clip_factor(grad_global_norm(m->grads, m->num_params), max_norm);
+    if (clip < 1.0f) scale_values(m->grads, m->num_params, clip);
+    size_t offset = 0;
+    for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
+        size_t n = m->param_sizes[i];
+        adamw_update(m->params + offset, m->grads + offset, mom1 + offset, mom2 + offset, n, lr, c,
+                     gpt2_param_is_decayed(i), t);
+        offset += n;
+    }
+}
+
+typedef struct {
+    int tied, padded;
+} Variant;
+
+#ifndef PRECISION_BF16
+// ---- the fp32 build: chapters 00 and 01 ------------------------------------------
 
 static void compare_forward_backward(const GPT2Config *cfg, double tol) {
     GPT2Cpu cpu;
@@ -62,10 +92,6 @@ static void compare_forward_backward(const GPT2Config *cfg, double tol) {
     gpt2_cpu_free(&cpu);
 }
 
-typedef struct {
-    int tied, padded;
-} Variant;
-
 ParameterizedTestParameters(model, fp32_forward_backward_match_cpu) {
     static Variant v[] = {{0, 0}, {1, 0}, {0, 1}, {1, 1}};
     return cr_make_param_array(Variant, v, 4);
@@ -82,20 +108,6 @@ Test(model, tf32_forward_backward_match_cpu) {
     gt_ctx.tensor_cores = 1;
     GPT2Config cfg = tiny(0, 0);
     compare_forward_backward(&cfg, TOL_GPU_MODEL_TF32);
-}
-
-// The CPU side of one optimizer step, as the CPU trainer takes it.
-static void cpu_update(GPT2Cpu *m, float *mom1, float *mom2, float lr, const AdamWConfig *c,
-                       float max_norm, int t) {
-    float clip = grad_clip_factor(grad_global_norm(m->grads, m->num_params), max_norm);
-    if (clip < 1.0f) scale_values(m->grads, m->num_params, clip);
-    size_t offset = 0;
-    for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
-        size_t n = m->param_sizes[i];
-        adamw_update(m->params + offset, m->grads + offset, mom1 + offset, mom2 + offset, n, lr, c,
-                     gpt2_param_is_decayed(i), t);
-        offset += n;
-    }
 }
 
 Test(model, fp32_five_adamw_steps_match_cpu) {
@@ -164,6 +176,213 @@ Test(model, fp32_is_deterministic) {
     gpt2_gpu_free(&gpu);
     gpt2_cpu_free(&cpu);
 }
+
+#else
+// ---- the bf16 build: chapter 02 on ----------------------------------------------
+// The bf16 model against the fp32 CPU reference. Its weights are the
+// reference's rounded to bf16 (8 significant bits), and every activation and
+// gradient it stores is rounded again, so it computes a slightly different
+// function: logits are compared against their scale (TOL_GPU_MODEL_BF16),
+// the loss against itself (TOL_GPU_LOSS_BF16), and gradients by their
+// direction, the cosine similarity (TOL_GPU_GRAD_COSINE_BF16); tolerances.h
+// says why each. What is exact is checked exactly: the bf16 weights are the
+// fp32 master weights rounded to nearest even, after the upload and after
+// every AdamW step.
+
+// With GPU_TEST_VERBOSE=1: the largest difference relative to the scale, for
+// information (how the tolerances were chosen), tested by nothing.
+static void print_max_diff(const char *what, const float *got, const float *ref, size_t n) {
+    if (!getenv("GPU_TEST_VERBOSE")) return;
+    double max_ref = 0, worst = 0;
+    for (size_t i = 0; i < n; i++) {
+        max_ref = fmax(max_ref, fabs(ref[i]));
+        worst = fmax(worst, fabs((double)got[i] - ref[i]));
+    }
+    fprintf(stderr, "  %-40s max|gpu-cpu| = %.3g = %.3g x max|cpu|\n", what, worst,
+            max_ref > 0 ? worst / max_ref : worst);
+}
+
+// Cosine similarity of a gradient tensor with the CPU's, at least min_cos.
+static void assert_cosine(const char *what, const float *got, const float *ref, size_t n,
+                          double min_cos) {
+    double c = cosine_similarity(got, ref, n);
+    if (getenv("GPU_TEST_VERBOSE"))
+        fprintf(stderr, "  %-40s cosine(gpu, cpu) = %.7f, 1 - cosine = %.3g (at least %.4g)\n",
+                what, c, 1 - c, min_cos);
+    cr_assert(c >= min_cos, "%s: cosine similarity with the CPU's %.7f is below %.4g", what, c,
+              min_cos);
+}
+
+// bf16 weights that are not the master weights rounded to nearest even
+// would mean the upload or AdamW's rounding went wrong: bit for bit.
+static void assert_params_are_rounded_master(const GPT2Gpu *gpu, const char *when) {
+    size_t n = gpu->num_params;
+    float *params = xmalloc(n * sizeof(float)), *master = xmalloc(n * sizeof(float));
+    gpt2_gpu_download_floatx(gpu->params, params, n);
+    gpt2_gpu_download(gpu, gpu->master, master);
+    for (size_t i = 0; i < n; i++) master[i] = bf16_to_float(bf16_from_float_rne(master[i]));
+    char what[96];
+    snprintf(what, sizeof what, "bf16 weights vs the master weights rounded, %s", when);
+    gt_assert_identical(what, params, master, n);
+    free(params);
+    free(master);
+}
+
+Test(model, bf16_weights_are_the_master_weights_rounded) {
+    GPT2Config cfg = tiny(0, 1);
+    GPT2Cpu cpu;
+    GPT2Gpu gpu;
+    make_models(&cfg, &cpu, &gpu);
+    cr_assert(gpu.master != NULL, "the bf16 build keeps fp32 master weights");
+    // The master weights are the host's fp32 weights, unchanged...
+    float *master = xmalloc(gpu.num_params * sizeof(float));
+    gpt2_gpu_download(&gpu, gpu.master, master);
+    gt_assert_identical("master weights vs the host's", master, cpu.params, gpu.num_params);
+    // ...and the weights of record (what a checkpoint saves) are those.
+    float *saved = xmalloc(gpu.num_params * sizeof(float));
+    gpt2_gpu_get_params(&gpu, saved);
+    gt_assert_identical("gpt2_gpu_get_params vs the host's", saved, cpu.params, gpu.num_params);
+    assert_params_are_rounded_master(&gpu, "after the upload");
+    free(master);
+    free(saved);
+    gpt2_gpu_free(&gpu);
+    gpt2_cpu_free(&cpu);
+}
+
+static void compare_forward_backward_bf16(const GPT2Config *cfg) {
+    GPT2Cpu cpu;
+    GPT2Gpu gpu;
+    make_models(cfg, &cpu, &gpu);
+    int32_t x[B * T], y[B * T];
+    random_batch(x, y, cfg->vocab_size, 3);
+    char err[ERR_LEN];
+    gpt2_cpu_forward(&cpu, x, y, B, T);
+    gpt2_cpu_zero_grad(&cpu);
+    gpt2_cpu_backward(&cpu);
+    cr_assert(gpt2_gpu_forward(&gpu, x, y, B, T, err) == 0, "%s", err);
+    float loss = gpt2_gpu_read_loss(&gpu);
+    gpt2_gpu_backward(&gpu);
+
+    size_t nlogits = (size_t)B * T * cfg->padded_vocab_size;
+    float *logits = xmalloc(nlogits * sizeof(float));
+    gpt2_gpu_download_floatx(gpu.acts.logits, logits, nlogits);
+    gt_compare("logits (bf16)", logits, cpu.acts.logits, nlogits, TOL_GPU_MODEL_BF16);
+    gt_compare("loss (bf16)", &loss, &cpu.mean_loss, 1, TOL_GPU_LOSS_BF16);
+    float *grads = xmalloc(gpu.num_params * sizeof(float));
+    gpt2_gpu_download_floatx(gpu.grads, grads, gpu.num_params);
+    size_t offset = 0;
+    for (int t = 0; t < NUM_PARAM_TENSORS; t++) {
+        size_t n = cpu.param_sizes[t];
+        if (n == 0) continue;
+        char what[48];
+        snprintf(what, sizeof what, "gradient of %s (bf16)", gpt2_param_names[t]);
+        print_max_diff(what, grads + offset, cpu.grads + offset, n);
+        assert_cosine(what, grads + offset, cpu.grads + offset, n, TOL_GPU_GRAD_COSINE_BF16);
+        offset += n;
+    }
+    free(logits);
+    free(grads);
+    gpt2_gpu_free(&gpu);
+    gpt2_cpu_free(&cpu);
+}
+
+ParameterizedTestParameters(model, bf16_forward_backward_match_cpu) {
+    static Variant v[] = {{0, 0}, {1, 0}, {0, 1}, {1, 1}};
+    return cr_make_param_array(Variant, v, 4);
+}
+
+ParameterizedTest(Variant *v, model, bf16_forward_backward_match_cpu, .init = gpu_test_init,
+                  .fini = gpu_test_fini) {
+    GPT2Config cfg = tiny(v->tied, v->padded);
+    compare_forward_backward_bf16(&cfg);
+}
+
+// Five AdamW steps of the bf16 model (fp32 master weights and moments) and of
+// the CPU reference from the same weights, on the same batches: the losses
+// agree step by step, the bf16 weights stay the master weights rounded, and
+// the total change of the master weights points where the CPU's points.
+Test(model, bf16_five_adamw_steps_match_cpu) {
+    GPT2Config cfg = tiny(0, 1);
+    GPT2Cpu cpu;
+    GPT2Gpu gpu;
+    make_models(&cfg, &cpu, &gpu);
+    size_t n = cpu.num_params;
+    float *initial = gt_copy(cpu.params, n);
+    float *mom1 = xcalloc(n, sizeof(float)), *mom2 = xcalloc(n, sizeof(float));
+    AdamWConfig adamw = adamw_default_config();
+    adamw.eps = 1e-6f;  // as in fp32_five_adamw_steps_match_cpu, for the same reason
+    char err[ERR_LEN];
+    for (int step = 1; step <= STEPS; step++) {
+        int32_t x[B * T], y[B * T];
+        random_batch(x, y, cfg.vocab_size, 100 + step);
+        float lr = 1e-3f;
+        gpt2_cpu_forward(&cpu, x, y, B, T);
+        gpt2_cpu_zero_grad(&cpu);
+        gpt2_cpu_backward(&cpu);
+        cpu_update(&cpu, mom1, mom2, lr, &adamw, 1.0f, step);
+        cr_assert(gpt2_gpu_forward(&gpu, x, y, B, T, err) == 0, "%s", err);
+        float loss = gpt2_gpu_read_loss(&gpu);
+        gpt2_gpu_backward(&gpu);
+        gpt2_gpu_update(&gpu, lr, &adamw, 1.0f, step);
+        char what[48];
+        snprintf(what, sizeof what, "loss at step %d (bf16)", step);
+        gt_compare(what, &loss, &cpu.mean_loss, 1, TOL_GPU_LOSS_BF16);
+        snprintf(what, sizeof what, "after step %d", step);
+        assert_params_are_rounded_master(&gpu, what);
+    }
+    float *master = xmalloc(n * sizeof(float));
+    gpt2_gpu_get_params(&gpu, master);
+    float *d_gpu = xmalloc(n * sizeof(float)), *d_cpu = xmalloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++) d_gpu[i] = master[i] - initial[i], d_cpu[i] = cpu.params[i] - initial[i];
+    if (getenv("GPU_TEST_VERBOSE")) {  // tensor by tensor, for information
+        size_t offset = 0;
+        for (int t = 0; t < NUM_PARAM_TENSORS; t++) {
+            size_t nt = cpu.param_sizes[t];
+            if (nt == 0) continue;
+            char what[64];
+            snprintf(what, sizeof what, "%s: change over %d steps", gpt2_param_names[t], STEPS);
+            fprintf(stderr, "  %-40s cosine(gpu, cpu) = %.6f\n", what,
+                    cosine_similarity(d_gpu + offset, d_cpu + offset, nt));
+            snprintf(what, sizeof what, "%s after %d steps", gpt2_param_names[t], STEPS);
+            print_max_diff(what, master + offset, cpu.params + offset, nt);
+            offset += nt;
+        }
+    }
+    char what[64];
+    snprintf(what, sizeof what, "change of all weights over %d steps", STEPS);
+    assert_cosine(what, d_gpu, d_cpu, n, TOL_GPU_ADAMW_STEPS_COSINE_BF16);
+    free(initial);
+    free(mom1);
+    free(mom2);
+    free(master);
+    free(d_gpu);
+    free(d_cpu);
+    gpt2_gpu_free(&gpu);
+    gpt2_cpu_free(&cpu);
+}
+
+Test(model, bf16_is_deterministic) {
+    GPT2Config cfg = tiny(1, 1);
+    GPT2Cpu cpu;
+    GPT2Gpu gpu;
+    make_models(&cfg, &cpu, &gpu);
+    int32_t x[B * T], y[B * T];
+    random_batch(x, y, cfg.vocab_size, 5);
+    char err[ERR_LEN];
+    size_t n = gpu.num_params;
+    float *first = xmalloc(n * sizeof(float)), *second = xmalloc(n * sizeof(float));
+    for (int run = 0; run < 2; run++) {
+        cr_assert(gpt2_gpu_forward(&gpu, x, y, B, T, err) == 0, "%s", err);
+        gpt2_gpu_backward(&gpu);
+        gpt2_gpu_download_floatx(gpu.grads, run == 0 ? first : second, n);
+    }
+    gt_assert_identical("bf16 gradients of two runs", second, first, n);
+    free(first);
+    free(second);
+    gpt2_gpu_free(&gpu);
+    gpt2_cpu_free(&cpu);
+}
+#endif
 
 Test(model, rejects_out_of_range_tokens) {
     GPT2Config cfg = tiny(0, 0);
