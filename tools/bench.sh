@@ -71,14 +71,18 @@ chapters=$(echo "$table" | awk 'NR > 1 {print $1}')
 last=$(echo "$chapters" | tail -1)
 for ch in $chapters; do ours "ch$(printf %02d "$ch")" "$B" "$ch"; done
 # Leave-one-out ablations at the last chapter: each run-time switch off in
-# turn. (Chapter 02's change, bf16, is a build, not a switch: its ablation is
-# the fp32 chapters' rows themselves.)
-for sw in $(echo "$table" | awk 'NR > 1 && $3 != "-" {print $3}'); do
+# turn. Only switches of the last chapter's precision: chapter 02's change,
+# bf16, is a build, not a switch (its ablation is the fp32 chapters' rows),
+# and tensor-cores (TF32) means nothing to bf16 GEMMs.
+last_prec=$(echo "$table" | awk -v ch="$last" 'NR > 1 && $1 == ch {print $2}')
+for sw in $(echo "$table" | awk -v p="$last_prec" 'NR > 1 && $3 != "-" && $2 == p {print $3}'); do
   ours "ch$(printf %02d "$last")-no-$sw" "$B" "$last" "--no-$sw"
 done
 pytorch pytorch-eager-fp32 "$B" eager-fp32
 pytorch pytorch-eager-tf32 "$B" eager-tf32
-pytorch pytorch-eager-bf16 "$B" eager-bf16  # beside chapter 02
+pytorch pytorch-eager-bf16 "$B" eager-bf16  # beside chapters 02 and 03
+# PyTorch's best single-GPU recipe: the book's target.
+pytorch pytorch-compile-bf16-flash "$B" compile-bf16-flash
 # The larger batch.
 ours "ch00-B$LARGE_B" "$LARGE_B" 0
 ours "ch$(printf %02d "$last")-B$LARGE_B" "$LARGE_B" "$last"

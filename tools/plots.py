@@ -56,6 +56,8 @@ import textwrap
 CHAPTER_PYTORCH = {
     0: "pytorch-eager-fp32",
     1: "pytorch-eager-tf32",
+    2: "pytorch-eager-bf16",
+    3: "pytorch-eager-bf16",  # eager bf16 already leaves loss.item() out of the step
 }
 
 PHASES = [  # results.csv column, legend label, colour
