@@ -129,6 +129,7 @@ run: deps
 	    --encoder $(RAW)/gpt2_encoder.json --bpe $(RAW)/gpt2_vocab.bpe; \
 	fi
 
+# ANCHOR: make_train
 # make train CH=N: chapter N's trainer on TinyShakespeare (ARGS adds flags).
 # The chapter table (--list-chapters) says which precision, so which of
 # build/train_gpt2_fp32 and build/train_gpt2_bf16, runs chapter N.
@@ -138,6 +139,7 @@ train: $(SHAKESPEARE) $(BUILD)/train_gpt2_fp32 $(BUILD)/train_gpt2_bf16
 	         'NR > 1 && ch ~ /^[0-9]+$$/ && $$1 + 0 == ch + 0 {print $$2}'); \
 	set -x; $(BUILD)/train_gpt2_$${prec:-fp32} --chapter $(CH) --data $(DATA)/tinyshakespeare \
 	  --encoder $(RAW)/gpt2_encoder.json --bpe $(RAW)/gpt2_vocab.bpe $(ARGS)
+# ANCHOR_END: make_train
 
 # Every chapter at the same settings, PyTorch beside them: results/<gpu>/.
 bench: $(BUILD)/train_gpt2_fp32 $(BUILD)/train_gpt2_bf16 $(SHAKESPEARE)
@@ -189,10 +191,11 @@ clean:
 # names: solutions/, or exercises/ with EXERCISES=1 (make train CH=0 EXERCISES=1).
 EXERCISES     ?= 0
 EXERCISE_DIR  := $(if $(filter 1,$(EXERCISES)),exercises,solutions)
-# Exercises in C (host code, chapter 02's bf16 conversions) are compiled by
-# gcc like common/, go into the same archives, and are linked into the CPU
-# tests too: build/tests/cpu_tests (solutions/) and
-# build/exercises/tests/cpu_tests (exercises/).
+# Exercises in C (host code: chapter 02's bf16 conversions, chapter 03's
+# loss readback, which calls the CUDA runtime) are compiled by gcc like
+# common/, go into the same archives, and are linked into the CPU tests too:
+# build/tests/cpu_tests (solutions/) and build/exercises/tests/cpu_tests
+# (exercises/), each from an archive of the C files alone (below).
 SOLUTION_C_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard solutions/*/*.c))
 EXERCISE_C_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard exercises/*/*.c))
 SOLUTION_OBJS := $(patsubst %.cu,$(BUILD)/obj/%.o,$(wildcard solutions/*/*.cu)) $(SOLUTION_C_OBJS)
@@ -221,8 +224,18 @@ $(GPU_TESTS): $(LIBSOLUTIONS)
 $(EXERCISE_GPU_TESTS): $(GPU_TEST_OBJS) $(LIBKERNELS) $(LIBEXERCISES) $(LIBCOMMON)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Wl,--start-group $^ -Wl,--end-group -o $@ -lcriterion $(CUDA_LIBS) $(LDLIBS)
-$(CPU_TESTS): $(SOLUTION_C_OBJS)
-$(EXERCISE_CPU_TESTS): $(CPU_TEST_OBJS) $(EXERCISE_C_OBJS) $(LIBCOMMON)
+# The CPU tests take the C files from archives of their own, so that the
+# linker pulls in only those a CPU test calls: chapter 03's C solution
+# (loss_readback.c) calls the CUDA runtime, which the CPU tests do not link.
+SOLUTION_C_LIB := $(BUILD)/libsolutions_c.a
+EXERCISE_C_LIB := $(BUILD)/libexercises_c.a
+$(SOLUTION_C_LIB): $(SOLUTION_C_OBJS)
+$(EXERCISE_C_LIB): $(EXERCISE_C_OBJS)
+$(SOLUTION_C_LIB) $(EXERCISE_C_LIB):
+	@mkdir -p $(dir $@)
+	rm -f $@ && $(AR) rcs $@ $(filter %.o,$^)
+$(CPU_TESTS): $(SOLUTION_C_LIB)
+$(EXERCISE_CPU_TESTS): $(CPU_TEST_OBJS) $(EXERCISE_C_LIB) $(LIBCOMMON)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $^ -o $@ -lcriterion $(LDLIBS)
 
@@ -312,6 +325,16 @@ $(BUILD)/demos/gemm_shapes: $(BUILD)/obj/chapters/01_tensor_cores/gemm_shapes.o 
 	$(NVCC) $(CUDA_ARCH) $^ -o $@ -lcublas
 
 gpu-tests-run: $(DEMOS)
+
+# make demo-03: chapter 02 against chapter 03 in the bf16 trainer: the
+# host-device waits per step, by kind, and the GPU's idle time per step
+# (chapters/03_sync_avoidance/sync_gaps.sh says how it is measured);
+# DEMO_CSV=path also writes the table there. A script: nothing to build but
+# the trainer.
+.PHONY: demo-03
+demo-03: $(BUILD)/train_gpt2_bf16 $(SHAKESPEARE)
+	@if $(EXERCISE_HAVE_GPU); then DEMO_CSV=$(DEMO_CSV) bash chapters/03_sync_avoidance/sync_gaps.sh; \
+	else echo "demo-03: no GPU here: nothing was run"; fi
 
 # ---- plots ---------------------------------------------------------------
 # make plots: the book's figures, results/<gpu>/plots/NAME.svg (HTML) and

@@ -14,6 +14,7 @@ static const Chapter CHAPTERS[] = {
     // Chapter 02's change is the build: bf16 storage (kernels/precision.h).
     // Its switch is none; tensor-cores stays on (bf16 GEMMs use them anyway).
     {2, "02_mixed_precision", "Mixed precision (bf16)", NULL, "bf16"},
+    {3, "03_sync_avoidance", "Sync avoidance", "sync-avoidance", "bf16"},
 };
 // ANCHOR_END: chapter_table
 #define NUM_CHAPTERS ((int)(sizeof CHAPTERS / sizeof CHAPTERS[0]))
@@ -26,6 +27,7 @@ typedef struct {
 
 static const Switch SWITCHES[] = {
     {"tensor-cores", offsetof(Optimizations, tensor_cores)},
+    {"sync-avoidance", offsetof(Optimizations, sync_avoidance)},
 };
 #define NUM_SWITCHES ((int)(sizeof SWITCHES / sizeof SWITCHES[0]))
 

@@ -16,7 +16,8 @@
 // One field per optimization, each 0 (off) or 1 (on). A chapter's row sets
 // its own field; every earlier row's field stays on.
 typedef struct {
-    int tensor_cores;  // 01: fp32 GEMMs on the tensor cores, in TF32
+    int tensor_cores;    // 01: fp32 GEMMs on the tensor cores, in TF32
+    int sync_avoidance;  // 03: the host never waits for the device inside a step
 } Optimizations;
 
 typedef struct {

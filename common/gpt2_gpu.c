@@ -132,6 +132,7 @@ void gpt2_gpu_init(GPT2Gpu *model, GpuContext *ctx, const GPT2Config *cfg, const
     encoder_buckets_init(&model->host_buckets, (int)BT, cfg->vocab_size);
     model->mean_loss = alloc_floats(model, 1, "mean loss");
     model->norm = alloc_floats(model, 1, "gradient norm");
+    model->clip_factor = alloc_floats(model, 1, "gradient clipping factor");
 }
 
 void gpt2_gpu_free(GPT2Gpu *model) {
@@ -149,6 +150,7 @@ void gpt2_gpu_free(GPT2Gpu *model) {
         model->d.atty,         model->d.fch,          model->d.fch_gelu,
         model->d.lnf,          model->d.logits,       model->d.losses,
         model->scratch,        model->mean_loss,      model->norm,
+        model->clip_factor,
     };
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) gpu_free(all[i]);
     gpu_free(model->inputs);
@@ -212,29 +214,73 @@ static void zero(const GPT2Gpu *model, floatX *buf, size_t n) {
 
 // ---- forward ---------------------------------------------------------------------
 
+// The batch's shape fits the buffers and every token is in the vocabulary.
+static int check_batch(const GPT2Gpu *model, const int32_t *inputs, const int32_t *targets,
+                       int B, int T, char *err) {
+    const int V = model->config.vocab_size;
+    if ((size_t)B * T > (size_t)model->max_B * model->max_T || T > model->max_T)
+        die("gpt2_gpu_forward: batch %dx%d exceeds the allocated %dx%d", B, T, model->max_B,
+            model->max_T);
+    size_t BT = (size_t)B * T;
+    for (size_t i = 0; i < BT; i++)
+        if (inputs[i] < 0 || inputs[i] >= V || (targets && (targets[i] < 0 || targets[i] >= V)))
+            return fail(err, "token %zu of the batch is outside the vocabulary [0, %d)", i, V);
+    return 0;
+}
+
 int gpt2_gpu_forward(GPT2Gpu *model, const int32_t *inputs, const int32_t *targets, int B, int T,
                      char *err) {
+    if (check_batch(model, inputs, targets, B, T, err)) return -1;
+    size_t BT = (size_t)B * T;
+    model->B = B;
+    model->T = T;
+    // ANCHOR: batch_upload_sync
+    // From pageable host memory: each cudaMemcpy first waits for the work
+    // queued before it, then returns once the host's bytes are staged.
+    gpu_memcpy_sync(model->inputs, inputs, BT * sizeof(int32_t), cudaMemcpyHostToDevice);
+    if (targets) {
+        gpu_memcpy_sync(model->targets, targets, BT * sizeof(int32_t), cudaMemcpyHostToDevice);
+        // The embedding's backward pass needs the positions grouped by token.
+        model->host_buckets.BT = (int)BT;
+        if (encoder_buckets_build(&model->host_buckets, inputs, err)) return -1;
+        encoder_buckets_upload(model->ctx, model->buckets, &model->host_buckets);
+        model->num_buckets = model->host_buckets.num_buckets;
+    }
+    // ANCHOR_END: batch_upload_sync
+    gpt2_gpu_forward_uploaded(model, targets != NULL, model->mean_loss);
+    return 0;
+}
+
+int gpt2_gpu_upload_batch_async(GPT2Gpu *model, const int32_t *inputs, const int32_t *targets,
+                                EncoderBuckets *buckets, int B, int T, char *err) {
+    if (check_batch(model, inputs, targets, B, T, err)) return -1;
+    size_t BT = (size_t)B * T;
+    model->B = B;
+    model->T = T;
+    const GpuContext *ctx = model->ctx;
+    // ANCHOR: batch_upload_async
+    // From pinned host memory: each copy is queued on the stream and this
+    // returns at once; the copy engine reads the host buffers when the stream
+    // gets there, so the caller must leave them alone until then.
+    CUDA_CHECK(cudaMemcpyAsync(model->inputs, inputs, BT * sizeof(int32_t), cudaMemcpyHostToDevice,
+                               ctx->stream));
+    CUDA_CHECK(cudaMemcpyAsync(model->targets, targets, BT * sizeof(int32_t),
+                               cudaMemcpyHostToDevice, ctx->stream));
+    buckets->BT = (int)BT;
+    if (encoder_buckets_build(buckets, inputs, err)) return -1;
+    encoder_buckets_upload(ctx, model->buckets, buckets);
+    model->num_buckets = buckets->num_buckets;
+    // ANCHOR_END: batch_upload_async
+    return 0;
+}
+
+void gpt2_gpu_forward_uploaded(GPT2Gpu *model, int with_targets, float *mean_loss) {
     const GPT2Config *c = &model->config;
     const int L = c->num_layers, NH = c->num_heads, C = c->channels;
     const int V = c->vocab_size, Vp = c->padded_vocab_size;
     const GpuContext *ctx = model->ctx;
-    if ((size_t)B * T > (size_t)model->max_B * model->max_T || T > model->max_T)
-        die("gpt2_gpu_forward: batch %dx%d exceeds the allocated %dx%d", B, T, model->max_B,
-            model->max_T);
-    size_t BT = (size_t)B * T, BTC = BT * C;
-    for (size_t i = 0; i < BT; i++)
-        if (inputs[i] < 0 || inputs[i] >= V || (targets && (targets[i] < 0 || targets[i] >= V)))
-            return fail(err, "token %zu of the batch is outside the vocabulary [0, %d)", i, V);
-    model->B = B;
-    model->T = T;
-    CUDA_CHECK(cudaMemcpy(model->inputs, inputs, BT * sizeof(int32_t), cudaMemcpyHostToDevice));
-    if (targets) {
-        CUDA_CHECK(cudaMemcpy(model->targets, targets, BT * sizeof(int32_t), cudaMemcpyHostToDevice));
-        // The embedding's backward pass needs the positions grouped by token.
-        model->host_buckets.BT = (int)BT;
-        if (encoder_buckets_build(&model->host_buckets, inputs, err)) return -1;
-        encoder_buckets_upload(ctx, model->buckets, &model->host_buckets);
-    }
+    const int B = model->B, T = model->T;
+    const size_t BTC = (size_t)B * T * C;
 
     floatX *const *p = model->params_of;
     GpuActivations *a = &model->acts;
@@ -263,17 +309,16 @@ int gpt2_gpu_forward(GPT2Gpu *model, const int32_t *inputs, const int32_t *targe
     layernorm_forward_v1(ctx, a->lnf, a->lnf_mean, a->lnf_rstd, residual, p[14], p[15], B, T, C);
     matmul_forward_v1(ctx, a->logits, a->lnf, lm_head_of(p, c), NULL, B, T, C, Vp);
     softmax_forward_v1(ctx, a->probs, a->logits, B, T, V, Vp);
-    if (targets) {
+    if (with_targets) {
         crossentropy_forward_v1(ctx, a->losses, a->logits, a->probs, model->targets, B, T, V, Vp);
-        loss_mean_v1(ctx, model->mean_loss, a->losses, B, T);
+        loss_mean_v1(ctx, mean_loss, a->losses, B, T);
     }
     nvtxRangePop();
-    return 0;
 }
 
 float gpt2_gpu_read_loss(const GPT2Gpu *model) {
     float loss;
-    CUDA_CHECK(cudaMemcpy(&loss, model->mean_loss, sizeof loss, cudaMemcpyDeviceToHost));
+    gpu_memcpy_sync(&loss, model->mean_loss, sizeof loss, cudaMemcpyDeviceToHost);
     return loss;
 }
 
@@ -338,21 +383,16 @@ void gpt2_gpu_backward(GPT2Gpu *model) {
         nvtxRangePop();
     }
     // ANCHOR_END: backward_layers
-    encoder_backward_v1(ctx, g[0], g[1], d->residual, model->buckets,
-                        model->host_buckets.num_buckets, B, T, C);
+    encoder_backward_v1(ctx, g[0], g[1], d->residual, model->buckets, model->num_buckets, B, T,
+                        C);
     nvtxRangePop();
 }
 
 // ---- update ----------------------------------------------------------------------
 
-float gpt2_gpu_update(GPT2Gpu *model, float lr, const AdamWConfig *cfg, float max_norm, int t) {
+// One AdamW step for every tensor, after the clipping.
+static void adamw_all_tensors(GPT2Gpu *model, float lr, const AdamWConfig *cfg, int t) {
     const GpuContext *ctx = model->ctx;
-    nvtxRangePushA("optimizer");
-    grad_norm_v1(ctx, model->norm, model->scratch, model->grads, model->num_params);
-    float norm;
-    CUDA_CHECK(cudaMemcpy(&norm, model->norm, sizeof norm, cudaMemcpyDeviceToHost));
-    float factor = grad_clip_factor(norm, max_norm);
-    if (factor < 1.0f) scale_v1(ctx, model->grads, model->num_params, factor);
     // ANCHOR: adamw_per_tensor
     // Chapter 00 launches AdamW once per parameter tensor, as PyTorch's
     // for-loop implementation does; chapter 09 fuses them into one launch.
@@ -368,18 +408,46 @@ float gpt2_gpu_update(GPT2Gpu *model, float lr, const AdamWConfig *cfg, float ma
         offset += n;
     }
     // ANCHOR_END: adamw_per_tensor
+}
+
+float gpt2_gpu_update(GPT2Gpu *model, float lr, const AdamWConfig *cfg, float max_norm, int t) {
+    const GpuContext *ctx = model->ctx;
+    nvtxRangePushA("optimizer");
+    // ANCHOR: clip_on_host
+    grad_norm_v1(ctx, model->norm, model->scratch, model->grads, model->num_params);
+    float norm;
+    gpu_memcpy_sync(&norm, model->norm, sizeof norm, cudaMemcpyDeviceToHost);
+    float factor = grad_clip_factor(norm, max_norm);
+    if (factor < 1.0f) scale_v1(ctx, model->grads, model->num_params, factor);
+    // ANCHOR_END: clip_on_host
+    adamw_all_tensors(model, lr, cfg, t);
     nvtxRangePop();
     return norm;
 }
 
+void gpt2_gpu_update_async(GPT2Gpu *model, float lr, const AdamWConfig *cfg, float max_norm, int t,
+                           float *norm) {
+    const GpuContext *ctx = model->ctx;
+    nvtxRangePushA("optimizer");
+    // ANCHOR: clip_async
+    // The norm stays on the device; so does the factor computed from it,
+    // which the scaling kernel reads from memory.
+    grad_norm_v1(ctx, norm, model->scratch, model->grads, model->num_params);
+    grad_clip_factor_v1(ctx, model->clip_factor, norm, max_norm);
+    scale_by_device_factor_v1(ctx, model->grads, model->num_params, model->clip_factor);
+    // ANCHOR_END: clip_async
+    adamw_all_tensors(model, lr, cfg, t);
+    nvtxRangePop();
+}
+
 void gpt2_gpu_download(const GPT2Gpu *model, const float *device_buffer, float *host) {
-    CUDA_CHECK(cudaMemcpy(host, device_buffer, model->num_params * sizeof(float),
-                          cudaMemcpyDeviceToHost));
+    gpu_memcpy_sync(host, device_buffer, model->num_params * sizeof(float),
+                    cudaMemcpyDeviceToHost);
 }
 
 void gpt2_gpu_upload(GPT2Gpu *model, float *device_buffer, const float *host) {
-    CUDA_CHECK(cudaMemcpy(device_buffer, host, model->num_params * sizeof(float),
-                          cudaMemcpyHostToDevice));
+    gpu_memcpy_sync(device_buffer, host, model->num_params * sizeof(float),
+                    cudaMemcpyHostToDevice);
 }
 
 // ---- between the host's fp32 and the device's floatX ------------------------------
@@ -388,11 +456,11 @@ void gpt2_gpu_upload(GPT2Gpu *model, float *device_buffer, const float *host) {
 void gpt2_gpu_download_floatx(const floatX *device, float *host, size_t n) {
 #ifdef PRECISION_BF16
     uint16_t *bits = xmalloc(n * sizeof(uint16_t));
-    CUDA_CHECK(cudaMemcpy(bits, device, n * sizeof(floatX), cudaMemcpyDeviceToHost));
+    gpu_memcpy_sync(bits, device, n * sizeof(floatX), cudaMemcpyDeviceToHost);
     for (size_t i = 0; i < n; i++) host[i] = bf16_to_float(bits[i]);
     free(bits);
 #else
-    CUDA_CHECK(cudaMemcpy(host, device, n * sizeof(float), cudaMemcpyDeviceToHost));
+    gpu_memcpy_sync(host, device, n * sizeof(float), cudaMemcpyDeviceToHost);
 #endif
 }
 
@@ -412,10 +480,10 @@ void gpt2_gpu_set_params(GPT2Gpu *model, const float *host) {
     gpt2_gpu_upload(model, model->master, host);
     uint16_t *bits = xmalloc(n * sizeof(uint16_t));
     for (size_t i = 0; i < n; i++) bits[i] = bf16_from_float_rne(host[i]);
-    CUDA_CHECK(cudaMemcpy(model->params, bits, n * sizeof(floatX), cudaMemcpyHostToDevice));
+    gpu_memcpy_sync(model->params, bits, n * sizeof(floatX), cudaMemcpyHostToDevice);
     free(bits);
 #else
-    CUDA_CHECK(cudaMemcpy(model->params, host, n * sizeof(float), cudaMemcpyHostToDevice));
+    gpu_memcpy_sync(model->params, host, n * sizeof(float), cudaMemcpyHostToDevice);
 #endif
 }
 // ANCHOR_END: floatx_host_conversion

@@ -86,9 +86,11 @@ typedef struct {
     size_t scratch_floats;
     int32_t *inputs, *targets;  // device, (B,T)
     int32_t *buckets;           // device, the encoder's positions grouped by token
-    EncoderBuckets host_buckets;
+    EncoderBuckets host_buckets;  // gpt2_gpu_forward builds them here (pageable)
+    int num_buckets;            // of the batch last uploaded (encoder_backward_v1's grid)
     float *mean_loss;           // device, one float
     float *norm;                // device, one float
+    float *clip_factor;         // device, one float (gpt2_gpu_update_async)
     size_t device_bytes;        // everything this model allocated
 } GPT2Gpu;
 
@@ -107,6 +109,22 @@ int gpt2_gpu_forward(GPT2Gpu *model, const int32_t *inputs, const int32_t *targe
                      char *err);
 float gpt2_gpu_read_loss(const GPT2Gpu *model);  // waits for the device
 
+// gpt2_gpu_forward in two halves, for chapter 03, where the host must not
+// wait. First the batch: host tokens (B,T) in PINNED memory, and `buckets`,
+// an EncoderBuckets with pinned `packed` (encoder_buckets_init_pinned) that
+// this fills from inputs; it queues their copies to the device with
+// cudaMemcpyAsync and returns without waiting. The copies read inputs,
+// targets and buckets->packed when the stream reaches them: the caller must
+// not write into them before then (train_gpu.c records an event right after
+// this call and waits for it before reusing the buffers). Returns -1 with a
+// reason in err for a token outside the vocabulary.
+int gpt2_gpu_upload_batch_async(GPT2Gpu *model, const int32_t *inputs, const int32_t *targets,
+                                EncoderBuckets *buckets, int B, int T, char *err);
+// Then the forward pass over the batch last uploaded (by either function).
+// With targets, the mean loss is written to *mean_loss: one float on the
+// device (gpt2_gpu_forward passes model->mean_loss).
+void gpt2_gpu_forward_uploaded(GPT2Gpu *model, int with_targets, float *mean_loss);
+
 // Zeroes the parameter gradients and fills them with d(mean loss)/d(params)
 // for the last forward, which must have had targets.
 void gpt2_gpu_backward(GPT2Gpu *model);
@@ -115,6 +133,12 @@ void gpt2_gpu_backward(GPT2Gpu *model);
 // step at step t (1-based) and learning rate lr, one launch per tensor.
 // Returns the gradient norm before clipping (read back: waits for the device).
 float gpt2_gpu_update(GPT2Gpu *model, float lr, const AdamWConfig *cfg, float max_norm, int t);
+
+// Chapter 03: the same update, bit for bit, without waiting: the norm is
+// written to *norm (one float on the device) for the caller to read back
+// when it likes, and the clipping factor is computed from it on the device.
+void gpt2_gpu_update_async(GPT2Gpu *model, float lr, const AdamWConfig *cfg, float max_norm, int t,
+                           float *norm);
 
 // Copies between the device's fp32 buffers (m, v, master) and host arrays of
 // num_params floats.

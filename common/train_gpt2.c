@@ -33,6 +33,7 @@ typedef struct {
     const char *bench_csv, *bench_label;
     int bench_warmup;
     double peak_tflops;  // 0: from the device name
+    int count_syncs;     // print the host-device synchronizations per step
 } GpuFlags;
 
 // The precision is the build's, not a switch: say so to anyone who asks for one.
@@ -79,6 +80,7 @@ static int take_gpu_flags(GpuFlags *f, int *argc, char **argv, char *err) {
         else if (!strcmp(a, "--bench-label") && has_value) f->bench_label = argv[++i];
         else if (!strcmp(a, "--bench-warmup") && has_value) f->bench_warmup = atoi(argv[++i]);
         else if (!strcmp(a, "--peak-tflops") && has_value) f->peak_tflops = atof(argv[++i]);
+        else if (!strcmp(a, "--count-syncs")) f->count_syncs = 1;
         else argv[out++] = argv[i];
     }
     *argc = out;
@@ -98,7 +100,9 @@ static void usage_extra(void) {
            "  --bench-csv FILE      append this run's medians to FILE\n"
            "  --bench-label NAME    the row's label (default chNN)\n"
            "  --bench-warmup N      steps left out of the medians (default 3)\n"
-           "  --peak-tflops X       the GPU's bf16 dense peak, for MFU (default: detected)\n",
+           "  --peak-tflops X       the GPU's bf16 dense peak, for MFU (default: detected)\n"
+           "  --count-syncs         after each log line, the host-device synchronizations\n"
+           "                        per step since the last one, by kind\n",
            chapter_first_of_precision(PRECISION_NAME), PRECISION_NAME, PRECISION_NAME);
 }
 
@@ -174,6 +178,54 @@ static double device_used_gib(void) {
     return (double)(total - free_bytes) / (1 << 30);
 }
 
+// What the log lines need between two of them.
+typedef struct {
+    double peak, flops_tok;  // the GPU's peak TFLOP/s (0: unknown); FLOPs per token
+    double peak_mem;         // GiB in use on the device, the most seen
+    GpuSyncCounts syncs;     // the synchronization counts at the last line
+} Report;
+
+// Reads the numbers of the steps since the last call and prints their lines.
+// Chapters 00-02 print every log_every-th step; chapter 03 reads the steps'
+// numbers only here, and prints a line for each of them.
+static void report_steps(const GpuFlags *f, GpuTrainer *tr, Report *rep, StepLog *log) {
+    const TrainOptions *opt = &tr->opt;
+    GpuStepStats batch[GPU_MAX_PENDING_STEPS];
+    int n = gpu_trainer_read_stats(tr, batch);
+    GpuSyncCounts now = gpu_sync_counts();
+    double used = device_used_gib();
+    if (used > rep->peak_mem) rep->peak_mem = used;
+    for (int i = 0; i < n; i++) {
+        const GpuStepStats *s = &batch[i];
+        log->ms[log->n] = s->ms, log->data[log->n] = s->data_ms, log->fwd[log->n] = s->forward_ms;
+        log->bwd[log->n] = s->backward_ms, log->opt[log->n] = s->optimizer_ms;
+        log->n++;
+        if (!tr->optim.sync_avoidance && s->step % opt->log_every != 0 && s->step != opt->steps)
+            continue;
+        double tok_s = (double)opt->B * opt->T / (s->ms / 1e3);
+        double tflops = rep->flops_tok * tok_s / 1e12;
+        printf("step %5d/%d | loss %.4f | lr %.2e | norm %.3f | %.1f ms | %.0f tok/s | "
+               "%.1f TFLOP/s",
+               s->step, opt->steps, s->loss, s->lr, s->grad_norm, s->ms, tok_s, tflops);
+        if (rep->peak > 0) printf(" | MFU %.1f%%", 100 * tflops / rep->peak);
+        printf(" | %.1f GiB | data %.1f fwd %.1f bwd %.1f opt %.1f ms\n", rep->peak_mem,
+               s->data_ms, s->forward_ms, s->backward_ms, s->optimizer_ms);
+    }
+    // ANCHOR: count_syncs_report
+    if (f->count_syncs && n > 0) {
+        GpuSyncCounts d;
+        for (int k = 0; k < GPU_SYNC_KINDS; k++) d.count[k] = now.count[k] - rep->syncs.count[k];
+        printf("syncs | steps %d-%d | %.1f per step |", batch[0].step, batch[n - 1].step,
+               (double)gpu_sync_total(&d) / n);
+        for (int k = 0; k < GPU_SYNC_KINDS; k++)
+            printf(" %s %.1f%s", gpu_sync_kind_name((GpuSyncKind)k), (double)d.count[k] / n,
+                   k + 1 < GPU_SYNC_KINDS ? "," : "\n");
+    }
+    // ANCHOR_END: count_syncs_report
+    rep->syncs = now;
+    fflush(stdout);
+}
+
 static int train(const GpuFlags *f, const TrainOptions *opt) {
     char err[ERR_LEN];
     Tokenizer *tok = NULL;
@@ -209,33 +261,31 @@ static int train(const GpuFlags *f, const TrainOptions *opt) {
     double *bufs = xcalloc(5 * (size_t)(steps > 0 ? steps : 1), sizeof(double));
     log.ms = bufs, log.data = bufs + steps, log.fwd = bufs + 2 * steps;
     log.bwd = bufs + 3 * steps, log.opt = bufs + 4 * steps;
-    double peak_mem = 0;
+    Report rep = {.peak = peak, .flops_tok = flops_tok, .syncs = gpu_sync_counts()};
     while (tr.step < opt->steps) {
-        if (opt->val_every > 0 && tr.step % opt->val_every == 0) print_val_loss(&tr);
+        if (opt->val_every > 0 && tr.step % opt->val_every == 0) {
+            print_val_loss(&tr);
+            rep.syncs = gpu_sync_counts();  // the validation's waits are not the steps'
+        }
         GpuStepStats s;
         if (gpu_trainer_step(&tr, &s, err)) die("%s", err);
-        double used = device_used_gib();
-        if (used > peak_mem) peak_mem = used;
-        log.ms[log.n] = s.ms, log.data[log.n] = s.data_ms, log.fwd[log.n] = s.forward_ms;
-        log.bwd[log.n] = s.backward_ms, log.opt[log.n] = s.optimizer_ms;
-        log.n++;
-        double tok_s = (double)opt->B * opt->T / (s.ms / 1e3);
-        double tflops = flops_tok * tok_s / 1e12;
-        if (tr.step % opt->log_every == 0 || tr.step == opt->steps) {
-            printf("step %5d/%d | loss %.4f | lr %.2e | norm %.3f | %.1f ms | %.0f tok/s | "
-                   "%.1f TFLOP/s",
-                   tr.step, opt->steps, s.loss, s.lr, s.grad_norm, s.ms, tok_s, tflops);
-            if (peak > 0) printf(" | MFU %.1f%%", 100 * tflops / peak);
-            printf(" | %.1f GiB | data %.1f fwd %.1f bwd %.1f opt %.1f ms\n", peak_mem,
-                   s.data_ms, s.forward_ms, s.backward_ms, s.optimizer_ms);
-            fflush(stdout);
-        }
-        if (opt->checkpoint_every > 0 && tr.step % opt->checkpoint_every == 0) {
+        // The steps' numbers are read at each log line. In chapter 03 that is
+        // where the host waits for the device, so it is also done before
+        // anything else that waits (validation, checkpoints), and when the
+        // trainer holds as many unread steps as it can.
+        int save = opt->checkpoint_every > 0 && tr.step % opt->checkpoint_every == 0;
+        if (tr.step % opt->log_every == 0 || tr.step == opt->steps ||
+            (opt->val_every > 0 && tr.step % opt->val_every == 0) || save ||
+            gpu_trainer_pending(&tr) == GPU_MAX_PENDING_STEPS)
+            report_steps(f, &tr, &rep, &log);
+        if (save) {
             char path[1024];
             if (gpu_trainer_save(&tr, path, sizeof path, err)) die("%s", err);
             printf("step %5d | saved %s\n", tr.step, path);
+            rep.syncs = gpu_sync_counts();
         }
     }
+    double peak_mem = rep.peak_mem;
     if (opt->val_every > 0) print_val_loss(&tr);
     if (f->bench_csv && log.n > 0) write_bench_row(f, &tr, &log, flops_tok, peak, peak_mem);
     if (tok) print_sample(&tr, tok, opt->sample_tokens);

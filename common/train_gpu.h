@@ -6,9 +6,30 @@
 
 #include "chapters.h"
 #include "dataloader.h"
+#include "encoder.h"
 #include "gpt2_gpu.h"
+#include "loss_readback.h"
 #include "train_options.h"
 #include "util.h"
+
+typedef struct {
+    int step;                   // 1-based: the step these numbers are of
+    float loss, grad_norm, lr;
+    double ms;                  // wall time of the whole step (see gpu_trainer_read_stats)
+    double data_ms;             // host: the next batch from the loader
+    double forward_ms, backward_ms, optimizer_ms;  // device, from CUDA events
+} GpuStepStats;
+
+// The most steps whose numbers gpu_trainer_read_stats has not returned yet.
+#define GPU_MAX_PENDING_STEPS 64
+
+// Chapter 03: one of the two pinned host buffers that batches are uploaded
+// from (train_gpu.c explains why two, and why the event).
+typedef struct {
+    int32_t *inputs, *targets;  // pinned, (B,T) each
+    EncoderBuckets buckets;     // the inputs grouped by token, `packed` pinned
+    cudaEvent_t copied;         // recorded on the stream after the copies that read them
+} UploadBuffer;
 
 typedef struct {
     TrainOptions opt;
@@ -18,17 +39,19 @@ typedef struct {
     DataLoader train, val;
     int has_val;
     int32_t *inputs, *targets;  // host, one batch (B,T)
-    int step;                   // optimizer steps completed
+    int step;                   // optimizer steps completed (queued, in chapter 03)
     Rng sampler;
     cudaEvent_t events[4];      // forward start, backward start, optimizer start, end
+    // The steps not yet returned by gpu_trainer_read_stats, oldest first.
+    int pending;
+    GpuStepStats pending_stats[GPU_MAX_PENDING_STEPS];
+    // Chapter 03 (sync-avoidance) only; zero otherwise.
+    double interval_start;      // wall clock (ms) when the first pending step began
+    UploadBuffer upload[2];     // the batch's pinned buffers, used in turn
+    float *step_scalars;        // device, 2 floats per pending step: its loss, its norm
+    LossReadback readback;      // reads step_scalars back at gpu_trainer_read_stats
+    cudaEvent_t step_events[GPU_MAX_PENDING_STEPS][4];  // as `events`, per pending step
 } GpuTrainer;
-
-typedef struct {
-    float loss, grad_norm, lr;
-    double ms;                  // wall time of the whole step
-    double data_ms;             // host: the next batch from the loader
-    double forward_ms, backward_ms, optimizer_ms;  // device, from CUDA events
-} GpuStepStats;
 
 // Builds the model on the device (random init on the host from opt->seed,
 // or opt->init_from, or opt->resume_from with its training state) and the
@@ -37,7 +60,25 @@ int gpu_trainer_init(GpuTrainer *tr, const TrainOptions *opt, const Optimization
                      char *err);
 void gpu_trainer_free(GpuTrainer *tr);
 
+// One optimizer step. Chapters 00-02 wait for the device and return the
+// step's numbers, complete, in *stats. Chapter 03 (sync-avoidance) queues the
+// step on the device and returns without waiting: *stats then holds only what
+// the host knows (step, lr, data_ms), and NaN for the rest, which
+// gpu_trainer_read_stats returns later. In chapter 03 at most
+// GPU_MAX_PENDING_STEPS steps may be pending: the next step fails, saying so,
+// until they are read.
 int gpu_trainer_step(GpuTrainer *tr, GpuStepStats *stats, char *err);
+int gpu_trainer_pending(const GpuTrainer *tr);  // steps not yet read
+
+// The numbers of the steps not yet read, oldest first, into out (room for
+// GPU_MAX_PENDING_STEPS); returns how many. Chapters 00-02: what each step
+// returned (the last GPU_MAX_PENDING_STEPS of them), without waiting.
+// Chapter 03: here the host waits for the device, once (the loss readback),
+// then fills in each step's loss, gradient norm and device times (from the
+// CUDA events each step recorded); ms, for each step, is the wall time
+// since the first of them began divided by their number.
+int gpu_trainer_read_stats(GpuTrainer *tr, GpuStepStats *out);
+
 int gpu_trainer_val_loss(GpuTrainer *tr, float *loss, char *err);
 int gpu_trainer_save(GpuTrainer *tr, char *model_path, size_t cap, char *err);
 // n tokens after an end-of-text prompt; out holds n + 1 ids.

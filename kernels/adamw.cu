@@ -90,3 +90,43 @@ extern "C" void scale_v1(const GpuContext *ctx, floatX *x, size_t n, float facto
     scale_kernel_v1<<<blocks_for(n, threads), threads, 0, ctx->stream>>>(x, n, factor);
     gpu_check_launch(ctx, "scale_kernel_v1");
 }
+
+// ANCHOR: clip_on_device
+// grad_clip_factor (common/optimizer.c) line for line: one thread.
+__global__ void grad_clip_factor_kernel_v1(float *factor, const float *norm, float max_norm) {
+    if (max_norm <= 0.0f) {
+        *factor = 1.0f;
+        return;
+    }
+    float f = max_norm / (*norm + 1e-6f);
+    *factor = f < 1.0f ? f : 1.0f;
+}
+
+// scale_kernel_v1 with the factor read from memory. Every thread reads the
+// same float (one cached load) and, when it is not below 1 (the common case:
+// no clipping; also a NaN norm, as on the host), returns at once. A grid of
+// a few blocks per SM strides over x, so that this early return costs a few
+// microseconds, not a grid of one thread per value.
+__global__ void scale_by_device_factor_kernel_v1(floatX *x, size_t n, const float *factor) {
+    const float f = *factor;
+    if (!(f < 1.0f)) return;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        x[i] = f2x(x2f(x[i]) * f);
+}
+// ANCHOR_END: clip_on_device
+
+extern "C" void grad_clip_factor_v1(const GpuContext *ctx, float *factor, const float *norm,
+                                    float max_norm) {
+    grad_clip_factor_kernel_v1<<<1, 1, 0, ctx->stream>>>(factor, norm, max_norm);
+    gpu_check_launch(ctx, "grad_clip_factor_kernel_v1");
+}
+
+extern "C" void scale_by_device_factor_v1(const GpuContext *ctx, floatX *x, size_t n,
+                                          const float *factor) {
+    const int threads = 256;
+    unsigned int blocks = blocks_for(n, threads), most = 8u * (unsigned int)ctx->sm_count;
+    if (most > 0 && blocks > most) blocks = most;
+    scale_by_device_factor_kernel_v1<<<blocks, threads, 0, ctx->stream>>>(x, n, factor);
+    gpu_check_launch(ctx, "scale_by_device_factor_kernel_v1");
+}

@@ -50,6 +50,18 @@ void grad_norm_v1(const GpuContext *ctx, float *norm, float *scratch, const floa
 // norm read back.
 void scale_v1(const GpuContext *ctx, floatX *x, size_t n, float factor);
 
+// Chapter 03: the same clipping without reading the norm back, so the host
+// never waits for it. The factor is computed on the device and stays there:
+//   *factor = grad_clip_factor(*norm, max_norm)   (one float each, device)
+// with grad_clip_factor's float operations in its order (optimizer.c), so
+// the factor has the same bits as the host's.
+void grad_clip_factor_v1(const GpuContext *ctx, float *factor, const float *norm,
+                         float max_norm);
+// x[i] *= *factor, as scale_v1 does, reading the factor from device memory;
+// when *factor is not below 1 the kernel changes nothing, as the host's
+// `if (factor < 1.0f) scale_v1(...)` of chapters 00-02 launches nothing.
+void scale_by_device_factor_v1(const GpuContext *ctx, floatX *x, size_t n, const float *factor);
+
 #ifdef __cplusplus
 }
 #endif

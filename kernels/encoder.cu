@@ -35,12 +35,26 @@ extern "C" void encoder_buckets_init(EncoderBuckets *eb, int BT, int V) {
     eb->BT = BT;
     eb->V = V;
     eb->num_buckets = 0;
+    eb->pinned = 0;
     eb->packed = (int32_t *)xmalloc(encoder_buckets_ints(BT) * sizeof(int32_t));
     eb->cursor = (int32_t *)xmalloc((size_t)V * sizeof(int32_t));
 }
 
+extern "C" void encoder_buckets_init_pinned(EncoderBuckets *eb, int BT, int V) {
+    eb->BT = BT;
+    eb->V = V;
+    eb->num_buckets = 0;
+    eb->pinned = 1;
+    CUDA_CHECK(cudaMallocHost((void **)&eb->packed, encoder_buckets_ints(BT) * sizeof(int32_t)));
+    eb->cursor = (int32_t *)xmalloc((size_t)V * sizeof(int32_t));
+}
+
 extern "C" void encoder_buckets_free(EncoderBuckets *eb) {
-    free(eb->packed);
+    if (eb->pinned) {
+        if (eb->packed) CUDA_CHECK(cudaFreeHost(eb->packed));
+    } else {
+        free(eb->packed);
+    }
     free(eb->cursor);
     memset(eb, 0, sizeof *eb);
 }
@@ -77,7 +91,8 @@ extern "C" int encoder_buckets_build(EncoderBuckets *eb, const int32_t *tokens, 
 extern "C" void encoder_buckets_upload(const GpuContext *ctx, int32_t *d_packed,
                                        const EncoderBuckets *eb) {
     // From pageable memory, cudaMemcpyAsync returns once the host buffer has
-    // been staged, so eb may be reused right away.
+    // been staged, so eb may be reused right away. From pinned memory it
+    // returns at once, and the copy reads eb->packed later (encoder.h).
     CUDA_CHECK(cudaMemcpyAsync(d_packed, eb->packed, encoder_buckets_ints(eb->BT) * sizeof(int32_t),
                                cudaMemcpyHostToDevice, ctx->stream));
 }

@@ -44,16 +44,26 @@ typedef struct {
     int num_buckets;   // distinct tokens in the last batch built
     int32_t *packed;   // host, encoder_buckets_ints(BT) ints
     int32_t *cursor;   // host scratch, V ints (counts, then write positions)
+    int pinned;        // packed is page-locked (encoder_buckets_init_pinned)
 } EncoderBuckets;
 
 size_t encoder_buckets_ints(int BT);
 void encoder_buckets_init(EncoderBuckets *eb, int BT, int V);
+// Chapter 03: the same with `packed` in pinned (page-locked) host memory,
+// from cudaMallocHost, which the GPU's copy engine reads directly: see
+// encoder_buckets_upload for what that changes.
+void encoder_buckets_init_pinned(EncoderBuckets *eb, int BT, int V);
 void encoder_buckets_free(EncoderBuckets *eb);
 // Groups the BT tokens (host memory) by token. Returns 0, or -1 with a reason
 // in err (ERR_LEN bytes) when a token is outside [0, V).
 int encoder_buckets_build(EncoderBuckets *eb, const int32_t *tokens, char *err);
 // Copies eb->packed to d_packed (encoder_buckets_ints(BT) int32 on the device)
-// on ctx->stream. eb may be rebuilt as soon as this returns.
+// with cudaMemcpyAsync on ctx->stream. When eb->packed is pageable (chapters
+// 00-02), the driver first copies it into a staging buffer of its own, so eb
+// may be rebuilt as soon as this returns. When it is pinned (chapter 03), the
+// copy engine reads eb->packed itself, later, when the stream reaches the
+// copy: eb must not be rebuilt until then (record an event after this call
+// and wait for it before the next encoder_buckets_build into eb).
 void encoder_buckets_upload(const GpuContext *ctx, int32_t *d_packed, const EncoderBuckets *eb);
 
 // dwte (Vp,C) += the dout rows of each token's positions; dwpe (T_max,C):

@@ -71,12 +71,70 @@ extern "C" void gpu_check_launch(const GpuContext *ctx, const char *kernel_name)
     // ANCHOR_END: check_launch
     // A fault while the kernel runs only shows up once we wait for it. Without
     // this wait it would surface at some later call, blaming the wrong kernel.
+    gpu_count_sync(GPU_SYNC_LAUNCH_CHECK);
     err = cudaStreamSynchronize(ctx->stream);
     if (err != cudaSuccess) {
         fprintf(stderr, "%s: failed while running: %s (%s)\n", kernel_name, cudaGetErrorName(err),
                 cudaGetErrorString(err));
         exit(1);
     }
+}
+
+// ---- synchronizations, counted ----------------------------------------------
+
+static unsigned long long sync_counts[GPU_SYNC_KINDS];
+
+extern "C" void gpu_count_sync(GpuSyncKind kind) { sync_counts[kind]++; }
+
+extern "C" GpuSyncCounts gpu_sync_counts(void) {
+    GpuSyncCounts c;
+    for (int k = 0; k < GPU_SYNC_KINDS; k++) c.count[k] = sync_counts[k];
+    return c;
+}
+
+extern "C" unsigned long long gpu_sync_total(const GpuSyncCounts *c) {
+    unsigned long long total = 0;
+    for (int k = 0; k < GPU_SYNC_KINDS; k++) total += c->count[k];
+    return total;
+}
+
+extern "C" const char *gpu_sync_kind_name(GpuSyncKind kind) {
+    static const char *const names[GPU_SYNC_KINDS] = {"launch checks", "copies", "stream",
+                                                      "event", "device"};
+    return (unsigned)kind < GPU_SYNC_KINDS ? names[kind] : "?";
+}
+
+extern "C" void gpu_memcpy_sync(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind) {
+    gpu_count_sync(GPU_SYNC_COPY);
+    CUDA_CHECK(cudaMemcpy(dst, src, bytes, kind));
+}
+
+// Without sync_after_launch, a kernel that faults is reported at the next
+// wait, whichever it is: say so, and how to find the kernel.
+static void fail_at_wait(cudaError_t err, const char *wait, const char *what) {
+    fprintf(stderr,
+            "CUDA error %s (%s) in %s, waiting for %s: a kernel queued since the last wait "
+            "failed; --no-sync-avoidance (or CUDA_LAUNCH_BLOCKING=1) reports it at its launch\n",
+            cudaGetErrorName(err), cudaGetErrorString(err), wait, what);
+    exit(1);
+}
+
+extern "C" void gpu_stream_sync(const GpuContext *ctx, const char *what) {
+    gpu_count_sync(GPU_SYNC_STREAM);
+    cudaError_t err = cudaStreamSynchronize(ctx->stream);
+    if (err != cudaSuccess) fail_at_wait(err, "cudaStreamSynchronize", what);
+}
+
+extern "C" void gpu_event_sync(cudaEvent_t event, const char *what) {
+    gpu_count_sync(GPU_SYNC_EVENT);
+    cudaError_t err = cudaEventSynchronize(event);
+    if (err != cudaSuccess) fail_at_wait(err, "cudaEventSynchronize", what);
+}
+
+extern "C" void gpu_device_sync(const char *what) {
+    gpu_count_sync(GPU_SYNC_DEVICE);
+    cudaError_t err = cudaDeviceSynchronize();
+    if (err != cudaSuccess) fail_at_wait(err, "cudaDeviceSynchronize", what);
 }
 
 extern "C" void *gpu_malloc(size_t bytes, const char *what) {

@@ -54,6 +54,54 @@ int gpu_device_count(void);
 // address, say). `kernel_name` names the culprit in the message.
 void gpu_check_launch(const GpuContext *ctx, const char *kernel_name);
 
+// ---- synchronizations, counted -------------------------------------------------
+// Every place where the trainer makes the host wait for the device goes
+// through one of the functions below, so that the waits can be counted
+// (chapter 03 counts them per step: `--count-syncs`). A wait is:
+//   GPU_SYNC_LAUNCH_CHECK  the cudaStreamSynchronize of gpu_check_launch when
+//                          sync_after_launch is on (chapters 00-02)
+//   GPU_SYNC_COPY          a cudaMemcpy between host and device memory: it
+//                          returns when the copy is done (device to host), or,
+//                          from pageable host memory, first waits for the
+//                          work queued before it
+//   GPU_SYNC_STREAM, GPU_SYNC_EVENT, GPU_SYNC_DEVICE
+//                          cudaStreamSynchronize, cudaEventSynchronize,
+//                          cudaDeviceSynchronize
+// Kernel launches, cudaEventRecord, cudaMemsetAsync and cudaMemcpyAsync
+// between device memory and PINNED host memory do not wait, and are not
+// counted. (A cudaMemcpyAsync to pageable host memory does wait, and one
+// from pageable memory may, while the driver stages the bytes: the trainer
+// makes none in a chapter 03 step.) The counts are per process.
+typedef enum {
+    GPU_SYNC_LAUNCH_CHECK,
+    GPU_SYNC_COPY,
+    GPU_SYNC_STREAM,
+    GPU_SYNC_EVENT,
+    GPU_SYNC_DEVICE,
+    GPU_SYNC_KINDS
+} GpuSyncKind;
+
+typedef struct {
+    unsigned long long count[GPU_SYNC_KINDS];
+} GpuSyncCounts;
+
+// The one counter every wait below goes through.
+void gpu_count_sync(GpuSyncKind kind);
+// The counts so far, by kind, and their total; the name of a kind for reports.
+GpuSyncCounts gpu_sync_counts(void);
+unsigned long long gpu_sync_total(const GpuSyncCounts *c);
+const char *gpu_sync_kind_name(GpuSyncKind kind);
+
+// cudaMemcpy, checked and counted (GPU_SYNC_COPY).
+void gpu_memcpy_sync(void *dst, const void *src, size_t bytes, enum cudaMemcpyKind kind);
+// Waits for everything queued on ctx->stream (GPU_SYNC_STREAM), for an event
+// (GPU_SYNC_EVENT), for the whole device (GPU_SYNC_DEVICE). A wait is where
+// an error raised by any kernel queued before it shows up: `what` names what
+// was waited for in the message, which also says how to find the culprit.
+void gpu_stream_sync(const GpuContext *ctx, const char *what);
+void gpu_event_sync(cudaEvent_t event, const char *what);
+void gpu_device_sync(const char *what);
+
 // cudaMalloc that, on failure, says how many bytes were asked for, for what,
 // and how much the device had free; then exits.
 void *gpu_malloc(size_t bytes, const char *what);

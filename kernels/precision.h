@@ -48,6 +48,7 @@
 
 #include <library_types.h>  // cudaDataType: CUDA_R_32F, CUDA_R_16BF
 
+// ANCHOR: floatx_type
 #ifdef PRECISION_BF16
 
 #ifdef __CUDACC__
@@ -68,6 +69,7 @@ typedef float floatX;
 #define PRECISION_NAME "fp32"
 
 #endif
+// ANCHOR_END: floatx_type
 
 #ifdef __CUDACC__
 // ANCHOR: floatx_convert

@@ -62,7 +62,7 @@ extern "C" void crossentropy_forward_v1(const GpuContext *ctx, float *losses,
     // ANCHOR: loss_precision
 #ifdef PRECISION_BF16
     // A bf16 probability keeps 8 significant bits: rounded, it is off by up
-    // to 2^-9 = 0.2% of itself, so -log of it by up to 0.002, whatever the
+    // to 2^-8 = 0.4% of itself, so -log of it by up to 0.004, whatever the
     // loss. Computed from the logits in fp32 instead.
     (void)probs;
     crossentropy_forward_logits_kernel_v1<<<B * T, SOFTMAX_THREADS, 0, ctx->stream>>>(

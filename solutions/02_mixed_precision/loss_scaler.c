@@ -30,6 +30,7 @@ int loss_scaler_update(LossScaler *ls, int found_inf) {
     // EXERCISE BEGIN: an overflow backs off and skips the step; a clean step counts, and growth_interval of them in a row grow the scale
     // EXERCISE STUB: (void)ls, (void)found_inf;
     // EXERCISE STUB: skip = -1;  // neither skip (1) nor step (0)
+    // ANCHOR: loss_scaler_rule
     if (found_inf) {
         ls->scale *= ls->backoff_factor;
         ls->good_steps = 0;
@@ -42,6 +43,7 @@ int loss_scaler_update(LossScaler *ls, int found_inf) {
         }
         skip = 0;
     }
+    // ANCHOR_END: loss_scaler_rule
     // EXERCISE END
     // EXERCISE LAUNCH-CHECK: loss scaler, the update
     return skip;

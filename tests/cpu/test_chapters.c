@@ -39,3 +39,20 @@ Test(chapters, chapter_02_keeps_chapter_01s_switches) {
     cr_assert(optimizations_apply_flag(&two, "--no-bf16") == 0, "there is no bf16 switch");
     cr_assert(optimizations_apply_flag(&two, "--bf16") == 0);
 }
+
+// Chapter 03 is chapter 02 plus one switch, sync-avoidance, in bf16; it
+// changes no arithmetic, which its GPU tests prove bit for bit.
+Test(chapters, chapter_03_adds_sync_avoidance) {
+    const Chapter *ch = chapter_get(3);
+    cr_assert(ch != NULL);
+    cr_assert_str_eq(ch->slug, "03_sync_avoidance");
+    cr_assert_str_eq(ch->title, "Sync avoidance");
+    cr_assert_str_eq(ch->switch_name, "sync-avoidance");
+    cr_assert_str_eq(ch->precision, "bf16");
+    Optimizations two = chapter_optimizations(2), three = chapter_optimizations(3);
+    cr_assert(two.sync_avoidance == 0 && three.sync_avoidance == 1);
+    cr_assert(three.tensor_cores == 1, "chapter 03 keeps every earlier switch");
+    cr_assert(optimizations_apply_flag(&three, "--no-sync-avoidance") == 1);
+    cr_assert(memcmp(&two, &three, sizeof two) == 0, "--no-sync-avoidance is chapter 02");
+    cr_assert(optimizations_apply_flag(&two, "--sync-avoidance") == 1 && two.sync_avoidance == 1);
+}

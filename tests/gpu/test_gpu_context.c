@@ -1,5 +1,6 @@
-// test_gpu_context.c: the context's starting state and the one switch that
-// chapter 01 flips.
+// test_gpu_context.c: the context's starting state, the one switch that
+// chapter 01 flips, and the synchronization counter of chapter 03.
+#include "adamw.h"
 #include "gpu_test.h"
 
 TestSuite(gpu_context, .init = gpu_test_init, .fini = gpu_test_fini);
@@ -12,4 +13,41 @@ Test(gpu_context, starts_with_chapter_00_switches) {
     cr_assert_eq(gpu_gemm_compute_type(&gt_ctx), CUBLAS_COMPUTE_32F);
     gt_ctx.tensor_cores = 1;
     cr_assert_eq(gpu_gemm_compute_type(&gt_ctx), CUBLAS_COMPUTE_32F_FAST_TF32);
+}
+
+// Every wait goes through the counter, by kind; launches and asynchronous
+// copies are not waits. gpu_check_launch waits (and counts) only while
+// sync_after_launch is on, as in chapters 00-02.
+Test(gpu_context, counts_each_synchronization_by_kind) {
+    const size_t n = 1000;
+    float *d = gt_device_alloc(n * sizeof(float), "values"), *host;
+    // Pinned: a cudaMemcpyAsync into pageable memory would wait for the copy.
+    CUDA_CHECK(cudaMallocHost((void **)&host, n * sizeof(float)));
+    for (size_t i = 0; i < n; i++) host[i] = 1.0f;
+    GpuSyncCounts before = gpu_sync_counts();
+    gpu_memcpy_sync(d, host, n * sizeof(float), cudaMemcpyHostToDevice);  // copy
+    scale_v1(&gt_ctx, d, n, 0.5f);                                          // launch check
+    gt_ctx.sync_after_launch = 0;
+    scale_v1(&gt_ctx, d, n, 0.5f);                                          // no wait
+    CUDA_CHECK(cudaMemcpyAsync(host, d, n * sizeof(float), cudaMemcpyDeviceToHost,
+                               gt_ctx.stream));                             // no wait
+    cudaEvent_t ev;
+    CUDA_CHECK(cudaEventCreate(&ev));
+    CUDA_CHECK(cudaEventRecord(ev, gt_ctx.stream));
+    gpu_event_sync(ev, "the test's event");                                 // event
+    gpu_stream_sync(&gt_ctx, "the test's stream");                          // stream
+    gpu_device_sync("the test's device");                                   // device
+    CUDA_CHECK(cudaEventDestroy(ev));
+    GpuSyncCounts after = gpu_sync_counts();
+    const unsigned long long want[GPU_SYNC_KINDS] = {
+        [GPU_SYNC_LAUNCH_CHECK] = 1, [GPU_SYNC_COPY] = 1, [GPU_SYNC_STREAM] = 1,
+        [GPU_SYNC_EVENT] = 1, [GPU_SYNC_DEVICE] = 1};
+    for (int k = 0; k < GPU_SYNC_KINDS; k++)
+        cr_assert_eq(after.count[k] - before.count[k], want[k], "%s: %llu waits counted, not %llu",
+                     gpu_sync_kind_name((GpuSyncKind)k), after.count[k] - before.count[k],
+                     want[k]);
+    GpuSyncCounts d5 = {{1, 1, 1, 1, 1}};
+    cr_assert_eq(gpu_sync_total(&d5), 5);
+    for (size_t i = 0; i < n; i++) cr_assert(host[i] == 0.25f, "value %zu: %g", i, (double)host[i]);
+    CUDA_CHECK(cudaFreeHost(host));
 }

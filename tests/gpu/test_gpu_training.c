@@ -1,6 +1,6 @@
 // test_gpu_training.c: the GPU training loop end to end, on synthetic shards:
-// it follows the CPU trainer's losses, and a resumed run continues
-// bit-identically.
+// it follows the CPU trainer's losses, a resumed run continues
+// bit-identically, and chapter 03's switch changes no bit in fp32 either.
 #define _POSIX_C_SOURCE 200809L  // for file_helpers.h
 #include <criterion/criterion.h>
 #include <stdio.h>
@@ -8,6 +8,7 @@
 
 #include "../cpu/training_fixture.h"
 #include "gpu_test.h"
+#include "sync_parity.h"
 #include "tolerances.h"
 #include "train_cpu.h"
 #include "train_gpu.h"
@@ -82,4 +83,11 @@ Test(gpu_training, resumed_run_continues_bit_identically) {
     float *got = gt_download(second.model.params, n);
     gt_assert_identical("parameters after resuming", got, want, n);
     gpu_trainer_free(&second);
+}
+
+// Sync avoidance does not depend on the precision: in the fp32 build, with
+// chapter 01's TF32 tensor cores, turning it on changes no bit of the losses,
+// the norms, the weights or AdamW's moments (sync_parity.h).
+Test(gpu_training, sync_avoidance_is_bit_identical_in_fp32) {
+    sp_check_sync_avoidance(chapter_optimizations(1));
 }

@@ -1,5 +1,6 @@
 // test_kernels_adamw.c: adamw_update_v1, grad_norm_v1 and scale_v1 against
-// common/optimizer.c.
+// common/optimizer.c; chapter 03's clipping on the device (grad_clip_factor_v1,
+// scale_by_device_factor_v1) against the host's, bit for bit.
 #include "adamw.h"
 #include "gpu_test.h"
 #include "optimizer.h"
@@ -67,4 +68,47 @@ Test(kernels_adamw, scale_is_bit_identical_to_cpu) {
     scale_values(x, n, factor);
     scale_v1(&gt_ctx, d_x, n, factor);
     gt_assert_identical("scaled values", gt_download(d_x, n), x, n);
+}
+
+// Chapter 03 computes the clipping factor on the device. It must be the
+// host's grad_clip_factor to the bit, whatever the norm: below, at and above
+// the limit, zero, huge, Inf and NaN, and with clipping off.
+Test(kernels_adamw, clip_factor_on_device_is_the_hosts) {
+    const float norms[] = {0.0f,     1e-7f, 0.5f,  0.999999f, 1.0f,     1.000001f, 1.5f,
+                           3.7f,     1e3f,  1e30f, 3e38f,     INFINITY, NAN};
+    const float max_norms[] = {1.0f, 0.25f, 1e-3f, 0.0f, -1.0f};
+    float *d_norm = gt_device_alloc(sizeof(float), "norm");
+    float *d_factor = gt_device_poisoned(1);
+    for (size_t j = 0; j < sizeof max_norms / sizeof max_norms[0]; j++)
+        for (size_t i = 0; i < sizeof norms / sizeof norms[0]; i++) {
+            CUDA_CHECK(cudaMemcpy(d_norm, &norms[i], sizeof(float), cudaMemcpyHostToDevice));
+            grad_clip_factor_v1(&gt_ctx, d_factor, d_norm, max_norms[j]);
+            float *got = gt_download(d_factor, 1), want = grad_clip_factor(norms[i], max_norms[j]);
+            cr_assert(memcmp(got, &want, sizeof want) == 0,
+                      "norm %g, max_norm %g: device factor %.9g, host %.9g", (double)norms[i],
+                      (double)max_norms[j], (double)*got, (double)want);
+            free(got);
+        }
+}
+
+// The scaling that reads its factor from memory does what the host's
+// `if (factor < 1.0f) scale_v1(...)` does: the same bits when it scales, and
+// nothing at all when the factor is 1 (or NaN).
+Test(kernels_adamw, scale_by_device_factor_is_scale_v1) {
+    const size_t n = 10007;
+    Rng rng;
+    rng_seed(&rng, 6);
+    float *x = gt_random(n, -1, 1, &rng);
+    const float factors[] = {grad_clip_factor(3.7f, 1.0f), 1.0f, NAN, 0.0f};
+    float *d_factor = gt_device_alloc(sizeof(float), "factor");
+    for (size_t k = 0; k < sizeof factors / sizeof factors[0]; k++) {
+        float f = factors[k];
+        float *d_want = gt_upload(x, n), *d_got = gt_upload(x, n);
+        if (f < 1.0f) scale_v1(&gt_ctx, d_want, n, f);
+        CUDA_CHECK(cudaMemcpy(d_factor, &f, sizeof f, cudaMemcpyHostToDevice));
+        scale_by_device_factor_v1(&gt_ctx, d_got, n, d_factor);
+        char what[64];
+        snprintf(what, sizeof what, "scaled by the device's factor %g", (double)f);
+        gt_assert_identical(what, gt_download(d_got, n), gt_download(d_want, n), n);
+    }
 }

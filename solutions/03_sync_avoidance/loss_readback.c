@@ -1,0 +1,43 @@
+// loss_readback.c: chapter 03's exercise: reading the losses back from the
+// device without stopping it (loss_readback.h tells the whole story).
+// solutions/03_sync_avoidance/ has the two functions complete, and the
+// trainer runs them from chapter 03 on; exercises/03_sync_avoidance/ has
+// their bodies cut out.
+//
+// The host code of a CUDA program, in C: the CUDA runtime is a C API, and
+// neither function launches a kernel. Everything happens in the order of
+// `stream`: the copy runs after the work queued before it (the steps whose
+// losses it reads), and the event completes after the copy.
+#include <math.h>
+
+#include "exercise.h"
+#include "gpu_context.h"
+#include "loss_readback.h"
+#include "util.h"
+
+// ANCHOR: loss_readback_start
+void loss_readback_start(LossReadback *r, const float *device, int n, cudaStream_t stream) {
+    if (n <= 0 || n > r->capacity)
+        die("loss_readback_start: %d floats, for a buffer of %d", n, r->capacity);
+    // EXERCISE BEGIN: queue the copy of n floats from device into the pinned r->host on stream (cudaMemcpyAsync), then record r->copied on the same stream; nothing here may wait
+    // EXERCISE STUB: (void)device, (void)stream;
+    CUDA_CHECK(cudaMemcpyAsync(r->host, device, (size_t)n * sizeof(float), cudaMemcpyDeviceToHost,
+                               stream));
+    CUDA_CHECK(cudaEventRecord(r->copied, stream));
+    // EXERCISE END
+    // EXERCISE LAUNCH-CHECK: loss readback, the start
+    r->count = n;
+}
+// ANCHOR_END: loss_readback_start
+
+// ANCHOR: loss_readback_finish
+int loss_readback_finish(LossReadback *r, float *out) {
+    // EXERCISE BEGIN: wait for r->copied with gpu_event_sync (it counts the wait); only then copy the r->count floats of r->host into out
+    // EXERCISE STUB: for (int i = 0; i < r->count; i++) out[i] = NAN;  // nothing read back: every loss is NaN
+    gpu_event_sync(r->copied, "the loss readback");
+    for (int i = 0; i < r->count; i++) out[i] = r->host[i];
+    // EXERCISE END
+    // EXERCISE LAUNCH-CHECK: loss readback, the finish
+    return r->count;
+}
+// ANCHOR_END: loss_readback_finish
