@@ -9,16 +9,21 @@
 // the batched GEMMs need. One thread per element, in source order, so the
 // reads are coalesced and the writes come in contiguous runs of hs. A copy:
 // floatX in, floatX out, no rounding.
-__global__ void split_heads_kernel_v1(floatX *dst, const floatX *src, int row_stride, int B,
-                                      int T, int C, int NH) {
-    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= (size_t)B * T * C) return;
+// Element i of the (B,T,C) view, i = bt*C + c, is element
+// ((b*NH + h)*T + t)*hs + j of the (B,NH,T,hs) view, with c = h*hs + j.
+__device__ __forceinline__ size_t head_major_index(size_t i, int T, int C, int NH) {
     const int hs = C / NH;
     const int c = (int)(i % C);
     const size_t bt = i / C;
     const int t = (int)(bt % T), b = (int)(bt / T);
-    const int h = c / hs, j = c % hs;
-    dst[(((size_t)b * NH + h) * T + t) * hs + j] = src[bt * row_stride + c];
+    return (((size_t)b * NH + c / hs) * T + t) * hs + c % hs;
+}
+
+__global__ void split_heads_kernel_v1(floatX *dst, const floatX *src, int row_stride, int B,
+                                      int T, int C, int NH) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (size_t)B * T * C) return;
+    dst[head_major_index(i, T, C, NH)] = src[(i / C) * row_stride + i % C];
 }
 
 // The inverse: (B,NH,T,hs) back into (B,T,·) rows of `row_stride` values,
@@ -29,13 +34,8 @@ __global__ void merge_heads_kernel_v1(floatX *dst, int row_stride, const floatX 
                                       int T, int C, int NH, int accumulate) {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= (size_t)B * T * C) return;
-    const int hs = C / NH;
-    const int c = (int)(i % C);
-    const size_t bt = i / C;
-    const int t = (int)(bt % T), b = (int)(bt / T);
-    const int h = c / hs, j = c % hs;
-    float value = x2f(src[(((size_t)b * NH + h) * T + t) * hs + j]);
-    floatX *d = dst + bt * row_stride + c;
+    float value = x2f(src[head_major_index(i, T, C, NH)]);
+    floatX *d = dst + (i / C) * row_stride + i % C;
     *d = f2x(accumulate ? x2f(*d) + value : value);
 }
 

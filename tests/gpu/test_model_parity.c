@@ -58,6 +58,26 @@ static void cpu_update(GPT2Cpu *m, float *mom1, float *mom2, float lr, const Ada
     }
 }
 
+// One training step of both models on the same batch (seeded by `step`),
+// with the same AdamW settings and clipping at 1.0 (active with 3x-scale
+// weights). Returns the GPU's loss; the CPU's is cpu->mean_loss.
+static float step_both(GPT2Cpu *cpu, GPT2Gpu *gpu, float *mom1, float *mom2,
+                       const AdamWConfig *adamw, int step) {
+    const float lr = 1e-3f;
+    int32_t x[B * T], y[B * T];
+    random_batch(x, y, cpu->config.vocab_size, 100 + step);
+    gpt2_cpu_forward(cpu, x, y, B, T);
+    gpt2_cpu_zero_grad(cpu);
+    gpt2_cpu_backward(cpu);
+    cpu_update(cpu, mom1, mom2, lr, adamw, 1.0f, step);
+    char err[ERR_LEN];
+    cr_assert(gpt2_gpu_forward(gpu, x, y, B, T, err) == 0, "%s", err);
+    float loss = gpt2_gpu_read_loss(gpu);
+    gpt2_gpu_backward(gpu);
+    gpt2_gpu_update(gpu, lr, adamw, 1.0f, step);
+    return loss;
+}
+
 typedef struct {
     int tied, padded;
 } Variant;
@@ -124,20 +144,8 @@ Test(model, fp32_five_adamw_steps_match_cpu) {
     // kernel's own test uses the default eps.)
     AdamWConfig adamw = adamw_default_config();
     adamw.eps = 1e-6f;
-    char err[ERR_LEN];
     for (int step = 1; step <= STEPS; step++) {
-        int32_t x[B * T], y[B * T];
-        random_batch(x, y, cfg.vocab_size, 100 + step);
-        float lr = 1e-3f;
-        gpt2_cpu_forward(&cpu, x, y, B, T);
-        gpt2_cpu_zero_grad(&cpu);
-        gpt2_cpu_backward(&cpu);
-        // max_norm 1.0 with 3x-scale weights: clipping is active in this test
-        cpu_update(&cpu, mom1, mom2, lr, &adamw, 1.0f, step);
-        cr_assert(gpt2_gpu_forward(&gpu, x, y, B, T, err) == 0, "%s", err);
-        float loss = gpt2_gpu_read_loss(&gpu);
-        gpt2_gpu_backward(&gpu);
-        gpt2_gpu_update(&gpu, lr, &adamw, 1.0f, step);
+        float loss = step_both(&cpu, &gpu, mom1, mom2, &adamw, step);
         char what[32];
         snprintf(what, sizeof what, "loss at step %d", step);
         gt_compare(what, &loss, &cpu.mean_loss, 1, TOL_GPU_MODEL_FP32);
@@ -311,19 +319,8 @@ Test(model, bf16_five_adamw_steps_match_cpu) {
     float *mom1 = xcalloc(n, sizeof(float)), *mom2 = xcalloc(n, sizeof(float));
     AdamWConfig adamw = adamw_default_config();
     adamw.eps = 1e-6f;  // as in fp32_five_adamw_steps_match_cpu, for the same reason
-    char err[ERR_LEN];
     for (int step = 1; step <= STEPS; step++) {
-        int32_t x[B * T], y[B * T];
-        random_batch(x, y, cfg.vocab_size, 100 + step);
-        float lr = 1e-3f;
-        gpt2_cpu_forward(&cpu, x, y, B, T);
-        gpt2_cpu_zero_grad(&cpu);
-        gpt2_cpu_backward(&cpu);
-        cpu_update(&cpu, mom1, mom2, lr, &adamw, 1.0f, step);
-        cr_assert(gpt2_gpu_forward(&gpu, x, y, B, T, err) == 0, "%s", err);
-        float loss = gpt2_gpu_read_loss(&gpu);
-        gpt2_gpu_backward(&gpu);
-        gpt2_gpu_update(&gpu, lr, &adamw, 1.0f, step);
+        float loss = step_both(&cpu, &gpu, mom1, mom2, &adamw, step);
         char what[48];
         snprintf(what, sizeof what, "loss at step %d (bf16)", step);
         gt_compare(what, &loss, &cpu.mean_loss, 1, TOL_GPU_LOSS_BF16);
