@@ -329,7 +329,7 @@ demo-01: $(BUILD)/demos/gemm_shapes
 $(BUILD)/demos/gemm_shapes: $(BUILD)/obj/chapters/01_tensor_cores/gemm_shapes.o \
                             $(BUILD)/lib$(EXERCISE_DIR).a $(LIBKERNELS) $(LIBCOMMON)
 	@mkdir -p $(dir $@)
-	$(NVCC) $(CUDA_ARCH) $^ -o $@ -lcublas -lgomp
+	$(NVCC) $(CUDA_ARCH) $^ -o $@ -lcublasLt -lcublas -lgomp
 
 gpu-tests-run: $(DEMOS)
 

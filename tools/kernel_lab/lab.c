@@ -130,7 +130,8 @@ void lab_report(Lab *lab, const LabRow *r) {
     if (!ok) lab->failures++;
     // A GEMM's yardstick is the tensor cores; everything else's is HBM.
     const int compute = r->flops > 0;
-    const double rate = compute ? r->flops / (r->ms * 1e9) : r->bytes / (r->ms * 1e9);
+    // FLOPs per ms / 1e9 = TFLOP/s; bytes per ms / 1e6 = GB/s.
+    const double rate = compute ? r->flops / (r->ms * 1e9) : r->bytes / (r->ms * 1e6);
     const double peak = compute ? lab->peak_tflops : lab->peak_tbps * 1e3;
     printf("%-30s %-14s %2d  %-22s %9.4f ms %9.1f %-7s %5.1f%%  err %.1e %s\n", r->family,
            r->version, r->chapter, r->shape, r->ms, rate, compute ? "TFLOP/s" : "GB/s",

@@ -15,11 +15,26 @@ typedef void (*AttentionBackward)(const GpuContext *ctx, floatX *dqkv, float *sc
 static const struct {
     const char *name;
     int chapter;
+    int tensor_cores;  // the context's switch: in the fp32 build, chapter 01's TF32 GEMMs
     AttentionForward fwd;
     AttentionBackward bwd;
 } VERSIONS[] = {
-    {"v1 eager", 0, attention_forward_v1, attention_backward_v1},
+#ifdef PRECISION_BF16
+    {"v1 eager", 2, 1, attention_forward_v1, attention_backward_v1},
+#else
+    {"v1 eager fp32", 0, 0, attention_forward_v1, attention_backward_v1},
+    {"v1 eager tf32", 1, 1, attention_forward_v1, attention_backward_v1},
+#endif
 };
+
+// TF32 keeps 10 of fp32's 23 mantissa bits, so its tolerance is the matmul lab's.
+static double tolerance_of(int version) {
+#ifndef PRECISION_BF16
+    if (VERSIONS[version].tensor_cores) return 5e-3;
+#endif
+    (void)version;
+    return lab_tolerance();
+}
 
 typedef struct {
     int B, T, C, NH, version;
@@ -43,12 +58,14 @@ static Args upload(Lab *lab, int B, int T, int C, int NH, const float *qkv, cons
 
 static void run_forward(Lab *lab, void *p) {
     Args *a = p;
+    lab->ctx.tensor_cores = VERSIONS[a->version].tensor_cores;
     VERSIONS[a->version].fwd(&lab->ctx, a->out, a->att, a->scratch, a->qkv, a->B, a->T, a->C,
                              a->NH);
 }
 
 static void run_backward(Lab *lab, void *p) {
     Args *a = p;
+    lab->ctx.tensor_cores = VERSIONS[a->version].tensor_cores;
     VERSIONS[a->version].bwd(&lab->ctx, a->dqkv, a->scratch, a->dout, a->qkv, a->att, a->B, a->T,
                              a->C, a->NH);
 }
@@ -79,12 +96,12 @@ void lab_attention(Lab *lab) {
         run_backward(lab, &check);
         float *g_out = lab_download_x(lab, check.out, N), *g_dqkv = lab_download_x(lab, check.dqkv, 3 * N);
         LabRow f = {"attention_forward", VERSIONS[i].name, "B16 T1024 NH12 hs64",
-                    VERSIONS[i].chapter, lab_error(g_out, out, N), lab_tolerance(),
+                    VERSIONS[i].chapter, lab_error(g_out, out, N), tolerance_of((int)i),
                     lab_time_ms(lab, run_forward, &timed), 0, 2 * gemm};
         lab_report(lab, &f);
         run_forward(lab, &timed);
         LabRow b = {"attention_backward", VERSIONS[i].name, "B16 T1024 NH12 hs64",
-                    VERSIONS[i].chapter, lab_error(g_dqkv, dqkv, 3 * N), lab_tolerance(),
+                    VERSIONS[i].chapter, lab_error(g_dqkv, dqkv, 3 * N), tolerance_of((int)i),
                     lab_time_ms(lab, run_backward, &timed), 0, 4 * gemm};
         lab_report(lab, &b);
         free(g_out), free(g_dqkv);
