@@ -4,10 +4,12 @@
 #include <string.h>
 
 #include "gpu_context.h"
+#include "gpu_ops.h"
 
 // A tensor's shape: up to five dimensions, each a symbol of the model.
-typedef enum { D_, D_L, D_B, D_T, D_C, D_3C, D_4C, D_NH, D_VP } Dim;
-static const char *const DIM_NAMES[] = {"", "L", "B", "T", "C", "3C", "4C", "NH", "Vp"};
+// Vrow: the logits' row stride, Vp or more (gpu_ops_logits_stride).
+typedef enum { D_, D_L, D_B, D_T, D_C, D_3C, D_4C, D_NH, D_VROW } Dim;
+static const char *const DIM_NAMES[] = {"", "L", "B", "T", "C", "3C", "4C", "NH", "Vrow"};
 #define MAX_DIMS 5
 
 typedef struct {
@@ -21,6 +23,10 @@ typedef struct {
 } ActivationSpec;
 
 #define AT(field) offsetof(GpuActivations, field)
+
+// Chapter 04's fused classifier keeps no probabilities, and writes dlogits
+// over the logits (activations_alloc points d.logits at them).
+static int unless_fused(const Optimizations *o) { return !o->kernel_fusion; }
 
 // ANCHOR: activation_table
 static const ActivationSpec ACTIVATIONS[] = {
@@ -44,8 +50,8 @@ static const ActivationSpec ACTIVATIONS[] = {
     {"lnf", AT(lnf), 0, {D_B, D_T, D_C}, NULL},
     {"lnf_mean", AT(lnf_mean), 1, {D_B, D_T}, NULL},
     {"lnf_rstd", AT(lnf_rstd), 1, {D_B, D_T}, NULL},
-    {"logits", AT(logits), 0, {D_B, D_T, D_VP}, NULL},
-    {"probs", AT(probs), 0, {D_B, D_T, D_VP}, NULL},
+    {"logits", AT(logits), 0, {D_B, D_T, D_VROW}, NULL},
+    {"probs", AT(probs), 0, {D_B, D_T, D_VROW}, unless_fused},
     {"losses", AT(losses), 1, {D_B, D_T}, NULL},
     // the backward pass's: one layer's worth
     {"d.residual", AT(d.residual), 0, {D_B, D_T, D_C}, NULL},
@@ -54,8 +60,8 @@ static const ActivationSpec ACTIVATIONS[] = {
     {"d.atty", AT(d.atty), 0, {D_B, D_T, D_C}, NULL},
     {"d.fch", AT(d.fch), 0, {D_B, D_T, D_4C}, NULL},
     {"d.lnf", AT(d.lnf), 0, {D_B, D_T, D_C}, NULL},
-    {"d.logits", AT(d.logits), 0, {D_B, D_T, D_VP}, NULL},
-    {"d.losses", AT(d.losses), 1, {D_B, D_T}, NULL},
+    {"d.logits", AT(d.logits), 0, {D_B, D_T, D_VROW}, unless_fused},
+    {"d.losses", AT(d.losses), 1, {D_B, D_T}, unless_fused},
 };
 // ANCHOR_END: activation_table
 #define NUM_ACTIVATIONS ((int)(sizeof ACTIVATIONS / sizeof ACTIVATIONS[0]))
@@ -64,7 +70,7 @@ static const ActivationSpec ACTIVATIONS[] = {
 // kernels' vector loads need their rows aligned.
 #define ALIGN 256
 
-static size_t dim_size(Dim d, const GPT2Config *c, int B, int T) {
+static size_t dim_size(Dim d, const GPT2Config *c, int B, int T, const Optimizations *o) {
     switch (d) {
     case D_L: return (size_t)c->num_layers;
     case D_B: return (size_t)B;
@@ -73,19 +79,21 @@ static size_t dim_size(Dim d, const GPT2Config *c, int B, int T) {
     case D_3C: return 3 * (size_t)c->channels;
     case D_4C: return 4 * (size_t)c->channels;
     case D_NH: return (size_t)c->num_heads;
-    case D_VP: return (size_t)c->padded_vocab_size;
+    case D_VROW: return (size_t)gpu_ops_logits_stride(o, c->padded_vocab_size);
     default: return 1;
     }
 }
 
-static size_t spec_elements(const ActivationSpec *s, const GPT2Config *c, int B, int T) {
+static size_t spec_elements(const ActivationSpec *s, const GPT2Config *c, int B, int T,
+                            const Optimizations *o) {
     size_t n = 1;
-    for (int i = 0; i < MAX_DIMS; i++) n *= dim_size(s->shape[i], c, B, T);
+    for (int i = 0; i < MAX_DIMS; i++) n *= dim_size(s->shape[i], c, B, T, o);
     return n;
 }
 
-static size_t spec_bytes(const ActivationSpec *s, const GPT2Config *c, int B, int T) {
-    size_t bytes = spec_elements(s, c, B, T) * (s->fp32 ? sizeof(float) : sizeof(floatX));
+static size_t spec_bytes(const ActivationSpec *s, const GPT2Config *c, int B, int T,
+                         const Optimizations *o) {
+    size_t bytes = spec_elements(s, c, B, T, o) * (s->fp32 ? sizeof(float) : sizeof(floatX));
     return (bytes + ALIGN - 1) / ALIGN * ALIGN;
 }
 
@@ -97,7 +105,7 @@ void activations_alloc(GpuActivations *a, const GPT2Config *cfg, int B, int T,
                        const Optimizations *o) {
     memset(a, 0, sizeof *a);
     for (int i = 0; i < NUM_ACTIVATIONS; i++)
-        if (is_needed(&ACTIVATIONS[i], o)) a->bytes += spec_bytes(&ACTIVATIONS[i], cfg, B, T);
+        if (is_needed(&ACTIVATIONS[i], o)) a->bytes += spec_bytes(&ACTIVATIONS[i], cfg, B, T, o);
     a->memory = gpu_malloc(a->bytes, "the activations (--memory lists them)");
     char *next = a->memory;
     for (int i = 0; i < NUM_ACTIVATIONS; i++) {
@@ -105,8 +113,9 @@ void activations_alloc(GpuActivations *a, const GPT2Config *cfg, int B, int T,
         if (!is_needed(s, o)) continue;
         void *at = next;  // into the struct's pointer field, whatever its type
         memcpy((char *)a + s->offset, &at, sizeof at);
-        next += spec_bytes(s, cfg, B, T);
+        next += spec_bytes(s, cfg, B, T, o);
     }
+    if (!a->d.logits) a->d.logits = a->logits;  // written in place: see unless_fused
 }
 
 void activations_free(GpuActivations *a) {
@@ -135,7 +144,7 @@ void activations_print(FILE *out, const GPT2Config *cfg, int B, int T, const Opt
                     s->fp32 ? "fp32" : PRECISION_NAME, "-");
             continue;
         }
-        double m = spec_bytes(s, cfg, B, T) / mib;
+        double m = spec_bytes(s, cfg, B, T, o) / mib;
         total += m;
         fprintf(out, "memory:   %-12s %-16s %-5s %10.1f MiB\n", s->name, shape,
                 s->fp32 ? "fp32" : PRECISION_NAME, m);

@@ -17,6 +17,7 @@ static const Chapter CHAPTERS[] = {
     // Chapter 02's change is the build: bf16 storage (kernels/precision.h).
     {2, "02_mixed_precision", "Mixed precision (bf16)", "bf16"},
     {3, "03_sync_avoidance", "Sync avoidance", "bf16"},
+    {4, "04_kernel_fusion", "Kernel fusion", "bf16"},
 };
 
 typedef struct {
@@ -28,6 +29,7 @@ static const SwitchRow SWITCHES[] = {
     // TF32 is how fp32 GEMMs use the tensor cores; bf16 GEMMs always do.
     {{"tensor-cores", 1, "fp32"}, offsetof(Optimizations, tensor_cores)},
     {{"sync-avoidance", 3, "any"}, offsetof(Optimizations, sync_avoidance)},
+    {{"kernel-fusion", 4, "bf16"}, offsetof(Optimizations, kernel_fusion)},
 };
 // ANCHOR_END: chapter_table
 #define NUM_CHAPTERS ((int)(sizeof CHAPTERS / sizeof CHAPTERS[0]))

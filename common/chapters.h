@@ -29,6 +29,7 @@
 typedef struct {
     int tensor_cores;    // 01: fp32 GEMMs on the tensor cores, in TF32
     int sync_avoidance;  // 03: the host never waits for the device inside a step
+    int kernel_fusion;   // 04: fused kernels, GEMM epilogues, 16-byte vectors
 } Optimizations;
 
 typedef struct {

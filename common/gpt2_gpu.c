@@ -16,6 +16,7 @@
 #include "floatx_host.h"
 #include "layernorm.h"
 #include "matmul.h"
+#include "matmul_lt.h"
 #include "util.h"
 
 // ---- host batches ----------------------------------------------------------------
@@ -84,6 +85,7 @@ static size_t scratch_floats_needed(const GPT2Config *c, int B, int T) {
     n = max_size(n, attention_backward_scratch_floats(B, T, C, NH));
     n = max_size(n, layernorm_backward_scratch_floats(B, T, C));
     n = max_size(n, matmul_backward_scratch_floats(B, T, 4 * C));  // the widest biased matmul
+    n = max_size(n, matmul_backward_v2_scratch_floats(4 * C));
     return n;
 }
 
@@ -111,6 +113,7 @@ void gpt2_gpu_init(GPT2Gpu *model, GpuContext *ctx, const GPT2Config *cfg, const
     gpt2_gpu_set_params(model, params);
     CUDA_CHECK(cudaMemset(model->m, 0, n * sizeof(float)));
     CUDA_CHECK(cudaMemset(model->v, 0, n * sizeof(float)));
+    model->logits_stride = gpu_ops_logits_stride(o, cfg->padded_vocab_size);
     activations_alloc(&model->acts, cfg, max_B, max_T, o);
     model->device_bytes += model->acts.bytes;
     model->scratch_floats = scratch_floats_needed(cfg, max_B, max_T);
@@ -302,7 +305,7 @@ int gpt2_gpu_forward_tokens(GPT2Gpu *model, const int32_t *inputs, const int32_t
 void gpt2_gpu_forward(GPT2Gpu *model, Gpt2ForwardMode mode, float *mean_loss) {
     const GPT2Config *c = &model->config;
     const int L = c->num_layers, NH = c->num_heads, C = c->channels;
-    const int V = c->vocab_size, Vp = c->padded_vocab_size;
+    const int V = c->vocab_size, Vp = c->padded_vocab_size, ld = model->logits_stride;
     const GpuContext *ctx = model->ctx;
     const GpuOps *ops = &model->ops;
     const int B = model->B, T = model->T;
@@ -323,14 +326,15 @@ void gpt2_gpu_forward(GPT2Gpu *model, Gpt2ForwardMode mode, float *mean_loss) {
         LayerWeights w = layer_weights(p, l, C);
         LayerActs x = layer_acts(a, l, B, T, C, NH);
         // attention block: x.ln1 was written at the end of the layer before
-        ops->matmul_forward(ctx, x.qkv, NULL, x.ln1, w.qkvw, w.qkvb, B, T, C, 3 * C);
+        ops->matmul_forward(ctx, x.qkv, NULL, x.ln1, w.qkvw, w.qkvb, B, T, C, 3 * C, 3 * C);
         ops->attention_forward(ctx, x.atty, x.att, model->scratch, x.qkv, B, T, C, NH);
-        ops->matmul_forward(ctx, x.attproj, NULL, x.atty, w.attprojw, w.attprojb, B, T, C, C);
+        ops->matmul_forward(ctx, x.attproj, NULL, x.atty, w.attprojw, w.attprojb, B, T, C, C, C);
         ops->residual_layernorm_forward(ctx, x.residual2, x.ln2, x.ln2_mean, x.ln2_rstd, residual,
                                         x.attproj, w.ln2w, w.ln2b, B, T, C);
         // MLP block
-        ops->matmul_forward(ctx, x.fch_gelu, x.fch, x.ln2, w.fcw, w.fcb, B, T, C, 4 * C);
-        ops->matmul_forward(ctx, x.fcproj, NULL, x.fch_gelu, w.fcprojw, w.fcprojb, B, T, 4 * C, C);
+        ops->matmul_forward(ctx, x.fch_gelu, x.fch, x.ln2, w.fcw, w.fcb, B, T, C, 4 * C, 4 * C);
+        ops->matmul_forward(ctx, x.fcproj, NULL, x.fch_gelu, w.fcprojw, w.fcprojb, B, T, 4 * C, C,
+                            C);
         // the residual stream after this layer, and its layernorm for the next
         // layer (or the final layernorm after the last)
         ln = layernorm_after(model, l);
@@ -341,12 +345,22 @@ void gpt2_gpu_forward(GPT2Gpu *model, Gpt2ForwardMode mode, float *mean_loss) {
     }
     // ANCHOR_END: forward_layers
     // ANCHOR: forward_classifier
-    ops->matmul_forward(ctx, a->logits, NULL, a->lnf, lm_head_of(p, c), NULL, B, T, C, Vp);
+    ops->matmul_forward(ctx, a->logits, NULL, a->lnf, lm_head_of(p, c), NULL, B, T, C, Vp, ld);
     if (mode != GPT2_LOGITS)
         ops->classifier_forward(ctx, a->losses, mean_loss, a->logits, a->probs, model->targets, B,
-                                T, V, Vp, mode == GPT2_TRAIN);
+                                T, V, ld, mode == GPT2_TRAIN);
     // ANCHOR_END: forward_classifier
     nvtxRangePop();
+}
+
+void gpt2_gpu_download_logits(const GPT2Gpu *model, size_t first_row, size_t rows, int width,
+                              float *out) {
+    const size_t ld = (size_t)model->logits_stride;
+    float *full = xmalloc(rows * ld * sizeof(float));
+    gpt2_gpu_download_floatx(model->acts.logits + first_row * ld, full, rows * ld);
+    for (size_t r = 0; r < rows; r++)
+        memcpy(out + r * width, full + r * ld, (size_t)width * sizeof(float));
+    free(full);
 }
 
 float gpt2_gpu_read_loss(const GPT2Gpu *model) {
@@ -361,7 +375,7 @@ void gpt2_gpu_backward(GPT2Gpu *model) {
     const GPT2Config *c = &model->config;
     const int B = model->B, T = model->T;
     const int L = c->num_layers, NH = c->num_heads, C = c->channels;
-    const int V = c->vocab_size, Vp = c->padded_vocab_size;
+    const int V = c->vocab_size, Vp = c->padded_vocab_size, ld = model->logits_stride;
     const GpuContext *ctx = model->ctx;
     const GpuOps *ops = &model->ops;
     if (model->last_mode != GPT2_TRAIN)
@@ -376,9 +390,9 @@ void gpt2_gpu_backward(GPT2Gpu *model) {
     // The parameter gradients accumulate (gpu_ops.h): from zero, once a step.
     gpu_zero(ctx, model->grads, model->num_params * sizeof(floatX), "memset (gradients)");
     if (ops->classifier_backward)
-        ops->classifier_backward(ctx, d->logits, d->losses, a->probs, model->targets, B, T, V, Vp);
+        ops->classifier_backward(ctx, d->logits, d->losses, a->probs, model->targets, B, T, V, ld);
     ops->matmul_backward(ctx, d->lnf, lm_head_of(g, c), NULL, scratch, d->logits, a->lnf,
-                         lm_head_of(p, c), NULL, B, T, C, Vp);
+                         lm_head_of(p, c), NULL, B, T, C, Vp, ld);
     // d->residual carries d(loss)/d(residual stream) down through the layers.
     // A residual connection passes its gradient to both branches unchanged, so
     // the branch's backward reads d->residual directly, and the layernorm at
@@ -395,17 +409,17 @@ void gpt2_gpu_backward(GPT2Gpu *model) {
         floatX *residual_in = l == 0 ? a->encoded : layer_acts(a, l - 1, B, T, C, NH).residual3;
         // MLP block, in reverse: through fcproj, then GELU, then fc
         ops->matmul_backward(ctx, d->fch, dw.fcprojw, dw.fcprojb, scratch, d->residual,
-                             x.fch_gelu, w.fcprojw, x.fch, B, T, 4 * C, C);
+                             x.fch_gelu, w.fcprojw, x.fch, B, T, 4 * C, C, C);
         ops->matmul_backward(ctx, d->ln, dw.fcw, dw.fcb, scratch, d->fch, x.ln2, w.fcw, NULL, B,
-                             T, C, 4 * C);
+                             T, C, 4 * C, 4 * C);
         ops->layernorm_backward(ctx, d->residual, dw.ln2w, dw.ln2b, scratch, d->ln, x.residual2,
                                 w.ln2w, x.ln2_mean, x.ln2_rstd, B, T, C);
         // attention block, in reverse
         ops->matmul_backward(ctx, d->atty, dw.attprojw, dw.attprojb, scratch, d->residual, x.atty,
-                             w.attprojw, NULL, B, T, C, C);
+                             w.attprojw, NULL, B, T, C, C, C);
         ops->attention_backward(ctx, d->qkv, scratch, d->atty, x.qkv, x.att, B, T, C, NH);
         ops->matmul_backward(ctx, d->ln, dw.qkvw, dw.qkvb, scratch, d->qkv, x.ln1, w.qkvw, NULL, B,
-                             T, C, 3 * C);
+                             T, C, 3 * C, 3 * C);
         ops->layernorm_backward(ctx, d->residual, dw.ln1w, dw.ln1b, scratch, d->ln, residual_in,
                                 w.ln1w, x.ln1_mean, x.ln1_rstd, B, T, C);
         nvtxRangePop();

@@ -39,7 +39,7 @@
 // What a forward pass computes. Each mode does what the one before it does,
 // and more; a kernel may drop a buffer that only another mode needs.
 typedef enum {
-    GPT2_LOGITS,  // the logits (B,T,Vp): sampling
+    GPT2_LOGITS,  // the logits (B,T,V), rows of stride logits_stride: sampling
     GPT2_LOSS,    // and the per-token losses and their mean: validation
     GPT2_TRAIN,   // and what the backward pass needs: training
 } Gpt2ForwardMode;
@@ -74,6 +74,7 @@ typedef struct {
     int has_targets;         // it came with targets
     Gpt2ForwardMode last_mode;
     GpuActivations acts;
+    int logits_stride;       // of acts.logits' rows: Vp, or more (gpu_ops_logits_stride)
     float *scratch;
     size_t scratch_floats;
     int32_t *inputs, *targets;  // device, (B,T)
@@ -134,6 +135,12 @@ float gpt2_gpu_update(GPT2Gpu *model, float lr, const AdamWConfig *cfg, float ma
 // num_params floats.
 void gpt2_gpu_download(const GPT2Gpu *model, const float *device_buffer, float *host);
 void gpt2_gpu_upload(GPT2Gpu *model, float *device_buffer, const float *host);
+
+// Rows [first_row, first_row + rows) of the logits, their first `width`
+// columns (V or Vp), into host floats (rows, width): the stride dropped. After
+// a GPT2_TRAIN forward from chapter 04 on, the logits hold dlogits instead.
+void gpt2_gpu_download_logits(const GPT2Gpu *model, size_t first_row, size_t rows, int width,
+                              float *out);
 
 // n floatX values from the device (parameters, gradients, activations) into
 // n host floats: a copy in the fp32 build, a copy then an exact bf16 -> fp32

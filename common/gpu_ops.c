@@ -4,12 +4,15 @@
 #include "gpu_ops.h"
 
 #include "attention.h"
+#include "classifier.h"
 #include "encoder.h"
 #include "gelu.h"
 #include "layernorm.h"
 #include "matmul.h"
+#include "matmul_lt.h"
 #include "residual.h"
 #include "softmax_crossentropy.h"
+#include "util.h"
 
 // ---- chapter 00: one kernel per op, every intermediate written out ---------------
 // ANCHOR: eager_slots
@@ -26,7 +29,8 @@ static void residual_layernorm_forward_eager(const GpuContext *ctx, floatX *resi
 // GELU in another: three passes over the (B,T,OC) output.
 static void matmul_forward_eager(const GpuContext *ctx, floatX *out, floatX *pre_gelu,
                                  const floatX *inp, const floatX *weight, const floatX *bias,
-                                 int B, int T, int C, int OC) {
+                                 int B, int T, int C, int OC, int ld) {
+    if (ld != OC) die("matmul_forward_eager: rows of stride %d, not %d: not an eager layout", ld, OC);
     if (!pre_gelu) {
         matmul_forward_v1(ctx, out, inp, weight, bias, B, T, C, OC);
         return;
@@ -40,7 +44,8 @@ static void matmul_forward_eager(const GpuContext *ctx, floatX *out, floatX *pre
 static void matmul_backward_eager(const GpuContext *ctx, floatX *dinp, floatX *dweight,
                                   floatX *dbias, float *scratch, const floatX *dout,
                                   const floatX *inp, const floatX *weight,
-                                  const floatX *pre_gelu, int B, int T, int C, int OC) {
+                                  const floatX *pre_gelu, int B, int T, int C, int OC, int ld) {
+    if (ld != OC) die("matmul_backward_eager: rows of stride %d, not %d: not an eager layout", ld, OC);
     const size_t n = (size_t)B * T * C;
     gpu_zero(ctx, dinp, n * sizeof(floatX), "memset (a matmul's dinp)");
     matmul_backward_v1(ctx, dinp, dweight, dbias, scratch, dout, inp, weight, B, T, C, OC);
@@ -99,6 +104,24 @@ GpuOps gpu_ops_select(const Optimizations *o, GpuContext *ctx) {
     // Chapter 03: every launch is still checked, but the host no longer
     // waits for each kernel to finish.
     ctx->sync_after_launch = !o->sync_avoidance;
+    // Chapter 04: fewer trips to memory. The residual add joins the next
+    // layernorm; bias, GELU and their gradients run in the GEMMs' epilogues;
+    // the classifier is one kernel that writes dlogits over the logits; the
+    // rest reads and writes 16 bytes per lane.
+    if (o->kernel_fusion) {
+        ops.layernorm_forward = layernorm_forward_v2;
+        ops.residual_layernorm_forward = residual_layernorm_forward_v2;
+        ops.matmul_forward = matmul_forward_v2;
+        ops.classifier_forward = classifier_fused_v2;
+        ops.classifier_backward = NULL;  // done by classifier_fused_v2
+        ops.matmul_backward = matmul_backward_v2;
+        ops.layernorm_backward = layernorm_backward_v2;
+    }
     return ops;
 }
 // ANCHOR_END: gpu_ops_select
+
+int gpu_ops_logits_stride(const Optimizations *o, int Vp) {
+    const int align = o->kernel_fusion ? 8 : 1;  // 8 floatX: 16 bytes in bf16
+    return (Vp + align - 1) / align * align;
+}

@@ -15,7 +15,9 @@
 // output first: the eager way, a memset and an add.
 //
 // Shapes, row-major, as in kernels/*.h: inp (B,T,C), weight (OC,C), out
-// (B,T,OC); qkv (B,T,3C); logits (B,T,Vp) of which the first V are tokens;
+// (B,T,OC); qkv (B,T,3C); logits (B,T,Vrow) of which the first V are tokens
+// (Vrow = gpu_ops_logits_stride: Vp, rounded up from chapter 04 on; the
+// classifier slots' Vp argument is that row stride);
 // losses (B,T) fp32; att (B,NH,T,T). Everything else is floatX.
 #ifndef GPU_OPS_H
 #define GPU_OPS_H
@@ -42,10 +44,11 @@ typedef struct {
                                        const floatX *weight, const floatX *bias, int B, int T,
                                        int C);
     // out = inp @ weight^T + bias (bias may be NULL). With pre_gelu (not NULL):
-    // pre_gelu = that product, kept for the backward pass, and out = gelu(pre_gelu)
+    // pre_gelu = that product, kept for the backward pass, and out = gelu(pre_gelu).
+    // ld: the row stride of out, OC except for the logits (gpu_ops_logits_stride)
     void (*matmul_forward)(const GpuContext *ctx, floatX *out, floatX *pre_gelu,
                            const floatX *inp, const floatX *weight, const floatX *bias, int B,
-                           int T, int C, int OC);
+                           int T, int C, int OC, int ld);
     // out (B,T,C) = causal self-attention over qkv; att (B,NH,T,T) its
     // probabilities, saved; scratch as attention.h says
     void (*attention_forward)(const GpuContext *ctx, floatX *out, floatX *att, float *scratch,
@@ -69,11 +72,11 @@ typedef struct {
     // dinp OVERWRITTEN = dout @ weight, and with pre_gelu (not NULL) times
     // gelu'(pre_gelu): the backward pass through the GELU that the forward
     // applied after this matmul's input was made. dweight, dbias (may be
-    // NULL) ACCUMULATE.
+    // NULL) ACCUMULATE. ld: the row stride of dout, as the forward's out.
     void (*matmul_backward)(const GpuContext *ctx, floatX *dinp, floatX *dweight, floatX *dbias,
                             float *scratch, const floatX *dout, const floatX *inp,
                             const floatX *weight, const floatX *pre_gelu, int B, int T, int C,
-                            int OC);
+                            int OC, int ld);
     // dqkv (B,T,3C) OVERWRITTEN, from dout (B,T,C) and the forward's qkv and att
     void (*attention_backward)(const GpuContext *ctx, floatX *dqkv, float *scratch,
                                const floatX *dout, const floatX *qkv, const floatX *att, int B,
@@ -92,5 +95,14 @@ typedef struct {
 // The slots for the switches in o, and the two launch settings of the
 // context (ctx->tensor_cores, ctx->sync_after_launch) that are switches too.
 GpuOps gpu_ops_select(const Optimizations *o, GpuContext *ctx);
+
+// The row stride of the logits for a model of Vp vocabulary rows: Vp, or
+// from chapter 04 on Vp rounded up to a multiple of 8 (16 bytes of bf16), so
+// that every row of the logits starts 16-byte aligned. The tensor-core GEMM
+// kernels that read and write the logits need that alignment (for their
+// vector loads and the TMA copies of Hopper); with Vp = 50257 only one row
+// in eight starts aligned, and cuBLAS must pick slower kernels. torch.compile does
+// the same (its pad_mm pass pads a misaligned GEMM's dimensions).
+int gpu_ops_logits_stride(const Optimizations *o, int Vp);
 
 #endif

@@ -288,8 +288,7 @@ int gpu_trainer_save(GpuTrainer *tr, char *model_path, size_t cap, char *err) {
 // last position's logits, computed on the host.
 void gpu_trainer_sample(GpuTrainer *tr, int32_t *out, int n, int eot) {
     const GPT2Config *c = &tr->model.config;
-    const int Vp = c->padded_vocab_size;
-    float *logits = xmalloc((size_t)Vp * sizeof(float));
+    float *logits = xmalloc((size_t)c->vocab_size * sizeof(float));
     HostBatch *hb = &tr->eval_batch;
     char err[ERR_LEN];
     out[0] = eot;
@@ -298,8 +297,7 @@ void gpu_trainer_sample(GpuTrainer *tr, int32_t *out, int n, int eot) {
         memcpy(hb->inputs, out + t - len, (size_t)len * sizeof(int32_t));
         if (gpt2_gpu_upload_batch(&tr->model, hb, 0, 1, len, err)) die("%s", err);
         gpt2_gpu_forward(&tr->model, GPT2_LOGITS, NULL);
-        gpt2_gpu_download_floatx(tr->model.acts.logits + (size_t)(len - 1) * Vp, logits,
-                                 (size_t)Vp);
+        gpt2_gpu_download_logits(&tr->model, (size_t)len - 1, 1, c->vocab_size, logits);
         out[t] = sample_from_logits(logits, c->vocab_size, rng_uniform(&tr->sampler));
     }
     free(logits);

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "gpu_context.h"
+#include "matmul_lt.h"
 #include "profiler.h"
 
 extern "C" void gpu_fail_cuda(cudaError_t err, const char *call, const char *file, int line) {
@@ -53,6 +54,7 @@ extern "C" void gpu_context_init(GpuContext *ctx, int device) {
 }
 
 extern "C" void gpu_context_free(GpuContext *ctx) {
+    matmul_lt_release();  // chapter 04's cached GEMM plans
     if (ctx->cublas) CUBLAS_CHECK(cublasDestroy(ctx->cublas));
     if (ctx->stream) CUDA_CHECK(cudaStreamDestroy(ctx->stream));
     memset(ctx, 0, sizeof *ctx);

@@ -1,5 +1,5 @@
-// test_kernels_layernorm.c: layernorm_forward_v1 and layernorm_backward_v1
-// against the CPU reference.
+// test_kernels_layernorm.c: the layernorm kernels, v1 (chapter 00) and v2
+// (chapter 04, 16-byte vectors), against the CPU reference.
 #include "gpt2_cpu.h"
 #include "gpu_test.h"
 #include "layernorm.h"
@@ -22,7 +22,14 @@
 
 TestSuite(kernels_layernorm, .init = gpu_test_init, .fini = gpu_test_fini);
 
-static void check_against_cpu(int B, int T, int C, uint64_t seed) {
+typedef void (*LayernormForward)(const GpuContext *, floatX *, float *, float *, const floatX *,
+                                 const floatX *, const floatX *, int, int, int);
+typedef void (*LayernormBackward)(const GpuContext *, floatX *, floatX *, floatX *, float *,
+                                  const floatX *, const floatX *, const floatX *, const float *,
+                                  const float *, int, int, int);
+
+static void check_version_against_cpu(LayernormForward forward, LayernormBackward backward, int B,
+                                      int T, int C, uint64_t seed) {
     const size_t BT = (size_t)B * T, N = BT * C;
     Rng rng;
     rng_seed(&rng, seed);
@@ -41,7 +48,7 @@ static void check_against_cpu(int B, int T, int C, uint64_t seed) {
     floatX *d_inp = gt_upload_x(inp, N), *d_w = gt_upload_x(w, C), *d_b = gt_upload_x(b, C);
     floatX *d_out = gt_device_poisoned_x(N);
     float *d_mean = gt_device_poisoned(BT), *d_rstd = gt_device_poisoned(BT);
-    layernorm_forward_v1(&gt_ctx, d_out, d_mean, d_rstd, d_inp, d_w, d_b, B, T, C);
+    forward(&gt_ctx, d_out, d_mean, d_rstd, d_inp, d_w, d_b, B, T, C);
     gt_compare("layernorm out", gt_download_x(d_out, N), out, N, LN_TOL);
     gt_compare("layernorm mean", gt_download(d_mean, BT), mean, BT, LN_STATS_TOL);
     gt_compare("layernorm rstd", gt_download(d_rstd, BT), rstd, BT, LN_STATS_TOL);
@@ -49,11 +56,14 @@ static void check_against_cpu(int B, int T, int C, uint64_t seed) {
     floatX *d_dout = gt_upload_x(dout, N), *d_dinp = gt_upload_x(dinp0, N);
     floatX *d_dw = gt_upload_x(dw0, C), *d_db = gt_upload_x(db0, C);
     float *d_scratch = gt_device_poisoned(layernorm_backward_scratch_floats(B, T, C));
-    layernorm_backward_v1(&gt_ctx, d_dinp, d_dw, d_db, d_scratch, d_dout, d_inp, d_w, d_mean,
-                          d_rstd, B, T, C);
+    backward(&gt_ctx, d_dinp, d_dw, d_db, d_scratch, d_dout, d_inp, d_w, d_mean, d_rstd, B, T, C);
     gt_compare("layernorm dinp", gt_download_x(d_dinp, N), dinp, N, LN_TOL);
     gt_compare("layernorm dweight", gt_download_x(d_dw, C), dw, C, LN_TOL);
     gt_compare("layernorm dbias", gt_download_x(d_db, C), db, C, LN_TOL);
+}
+
+static void check_against_cpu(int B, int T, int C, uint64_t seed) {
+    check_version_against_cpu(layernorm_forward_v1, layernorm_backward_v1, B, T, C, seed);
 }
 
 // B*T = 111 rows (one chunk of parameter partials), C = 72: not a multiple of
@@ -119,4 +129,13 @@ Test(kernels_layernorm, backward_is_deterministic) {
     gt_assert_identical("layernorm dinp, two runs", runs[0][0], runs[1][0], N);
     gt_assert_identical("layernorm dweight, two runs", runs[0][1], runs[1][1], C);
     gt_assert_identical("layernorm dbias, two runs", runs[0][2], runs[1][2], C);
+}
+
+// v2 reads rows in 16-byte vectors: C a multiple of 8. 72 is 9 vectors of 8
+// in bf16, fewer than one per lane; 776 is 97 of them, three passes of the
+// warp and a partial fourth; 768 is GPT-2's.
+Test(kernels_layernorm, v2_matches_cpu) {
+    check_version_against_cpu(layernorm_forward_v2, layernorm_backward_v2, 3, 37, 72, 5);
+    check_version_against_cpu(layernorm_forward_v2, layernorm_backward_v2, 5, 67, 776, 6);
+    check_version_against_cpu(layernorm_forward_v2, layernorm_backward_v2, 2, 64, 768, 7);
 }

@@ -275,20 +275,30 @@ Test(model, bf16_weights_are_the_master_weights_rounded) {
     gpt2_cpu_free(&cpu);
 }
 
-static void compare_forward_backward_bf16(const GPT2Config *cfg) {
+// The logits (B,T,Vp) of a GPT2_LOSS pass: from chapter 04 on, a GPT2_TRAIN
+// pass writes their gradient over them.
+static float *gpu_logits(GPT2Gpu *gpu, const int32_t *x, const int32_t *y) {
+    char err[ERR_LEN];
+    cr_assert(gpt2_gpu_forward_tokens(gpu, x, y, B, T, GPT2_LOSS, err) == 0, "%s", err);
+    const int Vp = gpu->config.padded_vocab_size;
+    float *logits = xmalloc((size_t)B * T * Vp * sizeof(float));
+    gpt2_gpu_download_logits(gpu, 0, (size_t)B * T, Vp, logits);
+    return logits;
+}
+
+static void compare_forward_backward_bf16(const GPT2Config *cfg, int chapter) {
     GPT2Cpu cpu;
     GPT2Gpu gpu;
-    make_models(cfg, &cpu, &gpu);
+    make_models_of(cfg, &cpu, &gpu, chapter);
     int32_t x[B * T], y[B * T];
     random_batch(x, y, cfg->vocab_size, 3);
     gpt2_cpu_forward(&cpu, x, y, B, T);
     gpt2_cpu_zero_grad(&cpu);
     gpt2_cpu_backward(&cpu);
+    float *logits = gpu_logits(&gpu, x, y);
     float loss = gpu_forward_backward(&gpu, x, y);
 
     size_t nlogits = (size_t)B * T * cfg->padded_vocab_size;
-    float *logits = xmalloc(nlogits * sizeof(float));
-    gpt2_gpu_download_floatx(gpu.acts.logits, logits, nlogits);
     gt_compare("logits (bf16)", logits, cpu.acts.logits, nlogits, TOL_GPU_MODEL_BF16);
     gt_compare("loss (bf16)", &loss, &cpu.mean_loss, 1, TOL_GPU_LOSS_BF16);
     float *grads = xmalloc(gpu.num_params * sizeof(float));
@@ -318,7 +328,82 @@ ParameterizedTestParameters(model, bf16_forward_backward_match_cpu) {
 ParameterizedTest(Variant *v, model, bf16_forward_backward_match_cpu, .init = gpu_test_init,
                   .fini = gpu_test_fini) {
     GPT2Config cfg = tiny(v->tied, v->padded);
-    compare_forward_backward_bf16(&cfg);
+    compare_forward_backward_bf16(&cfg, first_chapter());
+}
+
+// ---- chapter 04: the fused kernels ------------------------------------------------
+// Against the CPU, as chapter 02's model above; then against chapter 03's
+// model, below. The vocabulary of 250 makes the logits' rows 256 long
+// (gpu_ops_logits_stride): the stride path is exercised unpadded and padded.
+ParameterizedTestParameters(model, fused_forward_backward_match_cpu) {
+    static Variant v[] = {{0, 0}, {1, 0}, {0, 1}, {1, 1}};
+    return cr_make_param_array(Variant, v, 4);
+}
+
+ParameterizedTest(Variant *v, model, fused_forward_backward_match_cpu, .init = gpu_test_init,
+                  .fini = gpu_test_fini) {
+    GPT2Config cfg = tiny(v->tied, v->padded);
+    compare_forward_backward_bf16(&cfg, 4);
+}
+
+// Chapter 04 computes what chapter 03 computes, in another order and with
+// fewer roundings to bf16: the logits within the bf16 model tolerance of
+// chapter 03's, the loss within the bf16 loss tolerance, every gradient with
+// a cosine of at least TOL_GPU_GRAD_COSINE_BF16 and the same norm within
+// TOL_GRAD_NORM_RATIO; then five AdamW steps from the same weights on the
+// same batches: losses step by step, and the change of the weights.
+Test(model, fused_matches_chapter_03) {
+    GPT2Config cfg = tiny(0, 0);
+    GPT2Cpu cpu;
+    GPT2Gpu eager, fused;
+    make_models_of(&cfg, &cpu, &eager, 3);
+    Optimizations o = chapter_optimizations(4);
+    gpt2_gpu_init(&fused, &gt_ctx, &cfg, cpu.params, B, T, &o);
+    cr_assert(fused.logits_stride == 256, "logits rows of %d, not 256", fused.logits_stride);
+    int32_t x[B * T], y[B * T];
+    random_batch(x, y, cfg.vocab_size, 11);
+    const size_t nlogits = (size_t)B * T * cfg.padded_vocab_size, n = eager.num_params;
+    gt_compare("logits: chapter 04 vs 03", gpu_logits(&fused, x, y), gpu_logits(&eager, x, y),
+               nlogits, TOL_GPU_MODEL_BF16);
+    float loss03 = gpu_forward_backward(&eager, x, y), loss04 = gpu_forward_backward(&fused, x, y);
+    gt_compare("loss: chapter 04 vs 03", &loss04, &loss03, 1, TOL_GPU_LOSS_BF16);
+    float *g03 = xmalloc(n * sizeof(float)), *g04 = xmalloc(n * sizeof(float));
+    gpt2_gpu_download_floatx(eager.grads, g03, n);
+    gpt2_gpu_download_floatx(fused.grads, g04, n);
+    size_t offset = 0;
+    for (int t = 0; t < NUM_PARAM_TENSORS; t++) {
+        size_t nt = eager.param_sizes[t];
+        if (nt == 0) continue;
+        char what[64];
+        snprintf(what, sizeof what, "gradient of %s, chapter 04 vs 03", gpt2_param_names[t]);
+        assert_cosine(what, g04 + offset, g03 + offset, nt, TOL_GPU_GRAD_COSINE_BF16);
+        assert_norm_ratio(what, g04 + offset, g03 + offset, nt);
+        offset += nt;
+    }
+    // Five steps each, from the same weights (the first step's gradients above
+    // are recomputed: step_both-style, on the batches of seed 100 + step).
+    AdamWConfig adamw = adamw_default_config();
+    adamw.eps = 1e-6f;
+    for (int step = 1; step <= STEPS; step++) {
+        random_batch(x, y, cfg.vocab_size, 100 + step);
+        float l03 = gpu_forward_backward(&eager, x, y), l04 = gpu_forward_backward(&fused, x, y);
+        gpt2_gpu_update(&eager, 1e-3f, &adamw, 1.0f, step, eager.norm);
+        gpt2_gpu_update(&fused, 1e-3f, &adamw, 1.0f, step, fused.norm);
+        char what[48];
+        snprintf(what, sizeof what, "loss at step %d, chapter 04 vs 03", step);
+        gt_compare(what, &l04, &l03, 1, TOL_GPU_LOSS_BF16);
+    }
+    float *w03 = xmalloc(n * sizeof(float)), *w04 = xmalloc(n * sizeof(float));
+    gpt2_gpu_get_params(&eager, w03);
+    gpt2_gpu_get_params(&fused, w04);
+    for (size_t i = 0; i < n; i++) w03[i] -= cpu.params[i], w04[i] -= cpu.params[i];
+    assert_cosine("change of all weights over 5 steps, chapter 04 vs 03", w04, w03, n,
+                  TOL_GPU_ADAMW_STEPS_COSINE_BF16);
+    assert_norm_ratio("change of all weights over 5 steps, chapter 04 vs 03", w04, w03, n);
+    free(g03), free(g04), free(w03), free(w04);
+    gpt2_gpu_free(&eager);
+    gpt2_gpu_free(&fused);
+    gpt2_cpu_free(&cpu);
 }
 
 // Five AdamW steps of the bf16 model (fp32 master weights and moments) and of
@@ -412,21 +497,21 @@ Test(model, rejects_out_of_range_tokens) {
 
 // The forward modes compute the same thing as far as each goes: the logits
 // of GPT2_LOGITS and the loss of GPT2_LOSS are GPT2_TRAIN's, bit for bit.
-Test(model, forward_modes_agree) {
+static void check_forward_modes(int chapter) {
     GPT2Config cfg = tiny(0, 1);
     GPT2Cpu cpu;
     GPT2Gpu gpu;
-    make_models(&cfg, &cpu, &gpu);
+    make_models_of(&cfg, &cpu, &gpu, chapter);
     int32_t x[B * T], y[B * T];
     random_batch(x, y, cfg.vocab_size, 9);
-    const size_t nlogits = (size_t)B * T * cfg.padded_vocab_size;
+    const size_t BT = (size_t)B * T, nlogits = BT * cfg.padded_vocab_size;
     float *logits_only = xmalloc(nlogits * sizeof(float)), *logits = xmalloc(nlogits * sizeof(float));
     char err[ERR_LEN];
     cr_assert(gpt2_gpu_forward_tokens(&gpu, x, NULL, B, T, GPT2_LOGITS, err) == 0, "%s", err);
-    gpt2_gpu_download_floatx(gpu.acts.logits, logits_only, nlogits);
+    gpt2_gpu_download_logits(&gpu, 0, BT, cfg.padded_vocab_size, logits_only);
     cr_assert(gpt2_gpu_forward_tokens(&gpu, x, y, B, T, GPT2_LOSS, err) == 0, "%s", err);
     float loss_only = gpt2_gpu_read_loss(&gpu);
-    gpt2_gpu_download_floatx(gpu.acts.logits, logits, nlogits);
+    gpt2_gpu_download_logits(&gpu, 0, BT, cfg.padded_vocab_size, logits);
     gt_assert_identical("logits: GPT2_LOGITS vs GPT2_LOSS", logits_only, logits, nlogits);
     cr_assert(gpt2_gpu_forward_tokens(&gpu, x, y, B, T, GPT2_TRAIN, err) == 0, "%s", err);
     float loss = gpt2_gpu_read_loss(&gpu);
@@ -435,4 +520,11 @@ Test(model, forward_modes_agree) {
     free(logits);
     gpt2_gpu_free(&gpu);
     gpt2_cpu_free(&cpu);
+}
+
+Test(model, forward_modes_agree) {
+    check_forward_modes(first_chapter());
+#ifdef PRECISION_BF16
+    check_forward_modes(4);  // the fused classifier: no probs, dlogits in place
+#endif
 }

@@ -5,26 +5,37 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "classifier.h"
 #include "gpt2_cpu.h"
 #include "lab.h"
 #include "softmax_crossentropy.h"
 
 typedef struct {
-    int B, T, V, Vp;
+    int B, T, V, Vp, ld;
     floatX *logits, *probs, *dlogits;
+    floatX *padded;  // the logits again, in rows of ld (a multiple of 8): chapter 04's
     float *losses, *mean, *dlosses;
     int32_t *targets;
 } Args;
 
+// The logits (rows, V) copied into rows of ld, the padding zero.
+static float *pad_rows(const float *x, size_t rows, int V, int ld) {
+    float *y = xcalloc(rows * ld, sizeof(float));
+    for (size_t r = 0; r < rows; r++) memcpy(y + r * ld, x + r * V, (size_t)V * sizeof(float));
+    return y;
+}
+
 static Args upload(Lab *lab, int B, int T, int V, const float *logits, const int32_t *targets) {
     const size_t BT = (size_t)B * T, N = BT * V;
-    float *zeros = xcalloc(N, sizeof(float));
-    Args a = {.B = B, .T = T, .V = V, .Vp = V, .logits = lab_upload_x(lab, logits, N),
+    const int ld = (V + 7) / 8 * 8;
+    float *zeros = xcalloc(N, sizeof(float)), *padded = pad_rows(logits, BT, V, ld);
+    Args a = {.B = B, .T = T, .V = V, .Vp = V, .ld = ld, .logits = lab_upload_x(lab, logits, N),
+              .padded = lab_upload_x(lab, padded, BT * ld),
               .probs = lab_upload_x(lab, zeros, N), .dlogits = lab_upload_x(lab, zeros, N),
               .losses = lab_alloc(lab, BT * sizeof(float)), .mean = lab_alloc(lab, sizeof(float)),
               .dlosses = lab_alloc(lab, BT * sizeof(float)),
               .targets = lab_upload_i32(lab, targets, BT)};
-    free(zeros);
+    free(zeros), free(padded);
     return a;
 }
 
@@ -57,6 +68,13 @@ static void classifier_eager(Lab *lab, void *p) {
     backward(lab, a);
 }
 
+// Chapter 04's: one kernel, forward and backward, dlogits over the logits.
+static void classifier_fused(Lab *lab, void *p) {
+    Args *a = p;
+    classifier_fused_v2(&lab->ctx, a->losses, a->mean, a->padded, NULL, a->targets, a->B, a->T,
+                        a->V, a->ld, 1);
+}
+
 static const struct {
     const char *family, *version;
     int chapter;
@@ -67,6 +85,7 @@ static const struct {
     {"crossentropy_forward", "v1", 0, crossentropy, 1, 0},
     {"crossentropy_softmax_backward", "v1", 0, backward, 1, 1},
     {"classifier", "v1 eager", 0, classifier_eager, 1, 1},
+    {"classifier", "v2 fused", 4, classifier_fused, 1, 1},
 };
 
 void lab_classifier(Lab *lab) {
@@ -86,9 +105,18 @@ void lab_classifier(Lab *lab) {
     float *g_probs = lab_download_x(lab, check.probs, N);
     float *g_losses = lab_download_f32(lab, check.losses, BT);
     float *g_dlogits = lab_download_x(lab, check.dlogits, N);
-    const double errors[] = {lab_error(g_probs, probs, N), lab_error(g_losses, losses, BT),
-                             lab_error(g_dlogits, dlogits, N),
-                             fmax(lab_error(g_losses, losses, BT), lab_error(g_dlogits, dlogits, N))};
+    classifier_fused(lab, &check);
+    float *g_fused_losses = lab_download_f32(lab, check.losses, BT);
+    float *g_padded = lab_download_x(lab, check.padded, BT * check.ld);
+    float *g_fused = xmalloc(N * sizeof(float));
+    for (size_t r = 0; r < BT; r++)
+        memcpy(g_fused + r * V, g_padded + r * check.ld, (size_t)V * sizeof(float));
+    const double errors[] = {
+        lab_error(g_probs, probs, N), lab_error(g_losses, losses, BT),
+        lab_error(g_dlogits, dlogits, N),
+        fmax(lab_error(g_losses, losses, BT), lab_error(g_dlogits, dlogits, N)),
+        fmax(lab_error(g_fused_losses, losses, BT), lab_error(g_fused, dlogits, N))};
+    free(g_fused_losses), free(g_padded), free(g_fused);
     // Timed: 124M's B*T = 16384 rows of 50257.
     const size_t TBT = (size_t)LAB_B * LAB_T, TN = TBT * V;
     float *tlogits = lab_random_x(lab, TN, -6, 6);
