@@ -103,14 +103,22 @@ done
 pytorch pytorch-eager-fp32 "$B" eager-fp32
 pytorch pytorch-eager-tf32 "$B" eager-tf32
 pytorch pytorch-eager-bf16 "$B" eager-bf16  # beside chapters 02 and 03
-# PyTorch's best single-GPU recipe: the book's target.
+# From chapter 04 on, each chapter has PyTorch's matching recipe beside it
+# (tools/pytorch_reference.py --list-modes): torch.compile with the eager
+# attention, then + SDPA, + the padded vocabulary, + tying, + fused AdamW.
+for entry in 4:compile-bf16 5:compile-bf16-sdpa 6:compile-bf16-sdpa-vocab \
+             7:compile-bf16-sdpa-vocab-tied; do
+  [ "${entry%%:*}" -le "$last" ] && pytorch "pytorch-${entry#*:}" "$B" "${entry#*:}"
+done
+# PyTorch's best single-GPU recipe (all of the above and fused AdamW): the
+# book's target, and chapter 08's row.
 pytorch pytorch-compile-bf16-flash "$B" compile-bf16-flash
 # The larger batch.
 if [ "$EXTRAS" = 1 ]; then
   ours "ch00-B$LARGE_B" "$LARGE_B" 0
   ours "ch$(printf %02d "$last")-B$LARGE_B" "$LARGE_B" "$last"
+  pytorch "pytorch-eager-fp32-B$LARGE_B" "$LARGE_B" eager-fp32
 fi
-pytorch "pytorch-eager-fp32-B$LARGE_B" "$LARGE_B" eager-fp32
 
 # PyTorch's rows, without their own header line.
 [ -f "$csv.torch" ] && grep -v '^label,' "$csv.torch" >> "$csv" && rm -f "$csv.torch"
