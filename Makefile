@@ -161,11 +161,13 @@ gpu-tests-run: $(GPU_TESTS)
 	set -o pipefail; $(GPU_TESTS_BF16) --jobs 1 --verbose 2>&1 | grep -v '^\[RUN \]'
 
 # On a GPU machine: every GPU test, then compute-sanitizer over the kernel tests.
+# ANCHOR: test_gpu
 test-gpu: $(GPU_TESTS)
 	$(GPU_TESTS) --jobs 1
 	$(GPU_TESTS_BF16) --jobs 1
 	compute-sanitizer --tool memcheck --error-exitcode 1 $(GPU_TESTS) --jobs 1 --filter '@(kernels|exercise)*/*'
 	compute-sanitizer --tool racecheck --error-exitcode 1 $(GPU_TESTS) --jobs 1 --filter '@(kernels|exercise)*/*'
+# ANCHOR_END: test_gpu
 
 test-cpu: $(CPU_TESTS) $(PROGRAMS) $(SHAKESPEARE)
 	@# Criterion runs tests in parallel; one OpenMP thread each avoids oversubscription.

@@ -68,7 +68,6 @@ extern "C" void gpu_check_launch(const GpuContext *ctx, const char *kernel_name)
         exit(1);
     }
     if (!ctx->sync_after_launch) return;
-    // ANCHOR_END: check_launch
     // A fault while the kernel runs only shows up once we wait for it. Without
     // this wait it would surface at some later call, blaming the wrong kernel.
     gpu_count_sync(GPU_SYNC_LAUNCH_CHECK);
@@ -78,6 +77,7 @@ extern "C" void gpu_check_launch(const GpuContext *ctx, const char *kernel_name)
                 cudaGetErrorString(err));
         exit(1);
     }
+    // ANCHOR_END: check_launch
 }
 
 // ---- synchronizations, counted ----------------------------------------------
