@@ -313,8 +313,8 @@ check-exercises: check-exercises-generated $(GPU_TESTS) $(EXERCISE_GPU_TESTS) $(
 # like the kernels and linked with them and with the exercise set that
 # EXERCISE_DIR names. `make test` builds them: a demo that no longer compiles
 # fails CI like any other CUDA file.
-DEMOS := $(BUILD)/demos/gemm_shapes
-.PHONY: demo-01
+DEMOS := $(BUILD)/demos/gemm_shapes $(BUILD)/demos/tf32_rounding
+.PHONY: demo-01 demo-01-rounding
 
 # make demo-01: chapter 01's GEMMs at GPT-2's shapes, fp32 against TF32 (and the
 # exercise's kernel); DEMO_CSV=path also writes the table there.
@@ -323,6 +323,16 @@ demo-01: $(BUILD)/demos/gemm_shapes
 
 $(BUILD)/demos/gemm_shapes: $(BUILD)/obj/chapters/01_tensor_cores/gemm_shapes.o \
                             $(BUILD)/lib$(EXERCISE_DIR).a $(LIBKERNELS)
+	@mkdir -p $(dir $@)
+	$(NVCC) $(CUDA_ARCH) $^ -o $@ -lcublas
+
+# make demo-01-rounding: what TF32 GEMMs do with the 13 low bits of their fp32
+# operands (truncate or round), found with products by the identity; DEMO_CSV=path
+# also writes the table there.
+demo-01-rounding: $(BUILD)/demos/tf32_rounding
+	@if $(EXERCISE_HAVE_GPU); then $< $(DEMO_CSV); else echo "demo-01-rounding: no GPU here: built $<, not run"; fi
+
+$(BUILD)/demos/tf32_rounding: $(BUILD)/obj/chapters/01_tensor_cores/tf32_rounding.o $(LIBKERNELS)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(CUDA_ARCH) $^ -o $@ -lcublas
 
