@@ -358,9 +358,14 @@ demo-03: $(BUILD)/train_gpt2_bf16 $(SHAKESPEARE)
 # PLOTS_PYTHON=/path/to/python3 picks another.
 PLOTS_PYTHON ?= $(firstword $(foreach py,/usr/bin/python3 python3,$(shell \
                   $(py) -c 'import matplotlib' 2>/dev/null && echo $(py))) /usr/bin/python3)
-.PHONY: plots reset
+.PHONY: plots figures reset
 plots: deps
 	$(PLOTS_PYTHON) tools/plots.py
+
+# make figures: the book's diagrams (bit layouts, the roofline, timelines), drawn
+# by tools/figures.py from datasheet figures and shapes alone: book/figures/.
+figures: deps
+	$(PLOTS_PYTHON) tools/figures.py
 
 # make reset: deletes what is generated from the measurements, results/*/plots/
 # and build/book/. It does NOT delete the measurements themselves,
