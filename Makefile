@@ -251,7 +251,11 @@ EXERCISE_HAVE_GPU := nvidia-smi -L 2>/dev/null | grep -q '^GPU '
 
 # make test-exercises CH=N: chapter N's exercise tests, built against
 # exercises/. They fail, naming the exercise, until you have written it.
-test-exercises: $(EXERCISE_GPU_TESTS) $(EXERCISE_CPU_TESTS)
+# Only the test binary that the exercise needs is built: a CPU exercise
+# (tests column "cpu" in the table) needs no nvcc.
+EXERCISE_KIND := $(shell awk -v ch='$(CH)' '$$1 !~ /^\#/ && NF >= 3 && ch ~ /^[0-9]+$$/ && \
+                   $$1 + 0 == ch + 0 {print ($$4 == "cpu" ? "cpu" : "gpu")}' $(EXERCISE_TABLE))
+test-exercises: $(if $(filter cpu,$(EXERCISE_KIND)),$(EXERCISE_CPU_TESTS),$(if $(EXERCISE_KIND),$(EXERCISE_GPU_TESTS)))
 	@row=$$(awk -v ch='$(CH)' '$$1 !~ /^#/ && NF >= 3 && ch ~ /^[0-9]+$$/ && $$1 + 0 == ch + 0' \
 	        $(EXERCISE_TABLE)); \
 	if [ -z "$$row" ]; then \
