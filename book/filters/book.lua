@@ -18,6 +18,8 @@
 --                 ```
 --   4. figures:   ordinary images; for LaTeX an .svg is replaced by the .pdf
 --      or .png beside it.
+--   5. included sections:  <!-- include: ../../exercises/00_baseline/README.md -->
+--      that file's text, its title dropped and its headings one level down.
 --
 -- Every problem is collected, and the build fails at the end listing them all.
 -- Metadata read here: book-check (check both outputs' needs, write nothing),
@@ -542,6 +544,69 @@ end
 local files = {}      -- in book order: { path, dir, info, doc, ids = {old -> new} }
 local by_path = {}
 local global_ids = {} -- old id -> list of new ids, for bare #id links across files
+local included = {}   -- path of an included file -> { file = the book file, id = its Div's id }
+
+-- 5. Included sections. A paragraph-level HTML comment
+--      <!-- include: ../../exercises/00_baseline/README.md -->
+-- (the path relative to the markdown file, as GitHub links are; GitHub shows
+-- nothing) is replaced by that file's text: its title (the first level-1
+-- heading) dropped, its other headings one level deeper, their ids prefixed
+-- with "included-" so that they cannot clash with the including file's, and
+-- its relative links and images made relative to the repository root. The
+-- blocks are wrapped in a Div, and a link to the included file anywhere in
+-- the book leads there.
+local function expand_includes(f)
+  local out = {}
+  for _, b in ipairs(f.doc.blocks) do
+    local rel = b.t == "RawBlock" and b.format:match("html")
+                and b.text:match("^%s*<!%-%-%s*include:%s*(%S+)%s*%-%->%s*$")
+    if not rel then
+      out[#out + 1] = b
+    else
+      local p = resolve(f.dir, rel)
+      local text = read_file(p)
+      if not text then
+        problem(f.path, "include: no file " .. p .. " (the path is relative to the markdown file)")
+      else
+        local dir = dirname(p)
+        local doc = pandoc.read(text, READER)
+        local title_dropped = false
+        local blocks = {}
+        for _, ib in ipairs(doc.blocks) do
+          if ib.t == "Header" and ib.level == 1 and not title_dropped then
+            title_dropped = true
+          else
+            blocks[#blocks + 1] = ib
+          end
+        end
+        local function rebase(target)
+          if has_scheme(target) or target:sub(1, 1) == "#" or target:sub(1, 1) == "/" then
+            return target
+          end
+          local path, frag = target:match("^([^#]*)#?(.*)$")
+          return "/" .. resolve(dir, path) .. (frag ~= "" and ("#" .. frag) or "")
+        end
+        blocks = pandoc.walk_block(pandoc.Div(blocks), {
+          Header = function(h)
+            h.level = h.level + 1
+            if h.identifier ~= "" then h.identifier = "included-" .. h.identifier end
+            return h
+          end,
+          Link = function(l)
+            if l.target:sub(1, 1) == "#" then l.target = "#included-" .. l.target:sub(2)
+            else l.target = rebase(l.target) end
+            return l
+          end,
+          Image = function(img) img.src = rebase(img.src) return img end,
+        }).content
+        local id = "included-" .. p:gsub("[^%w]+", "-"):lower()
+        included[p] = { file = f, id = id }
+        out[#out + 1] = pandoc.Div(blocks, pandoc.Attr(id, { "included" }, { { "source", p } }))
+      end
+    end
+  end
+  f.doc.blocks = out
+end
 
 local function collect_ids(f)
   f.ids, f.title_id = {}, nil
@@ -845,6 +910,11 @@ local function transform(f)
       if LATEX then return l.content end
       return out
     end
+    local inc = included[p]
+    if inc and (frag == "" or inc.file.ids["included-" .. frag]) then
+      l.target = "#" .. inc.file.ids[frag == "" and inc.id or ("included-" .. frag)]
+      return l
+    end
     local other = by_path[p]
     if other then
       if frag == "" or frag == other.title_id then
@@ -937,6 +1007,7 @@ function Pandoc(doc)
       by_path[p] = f
     end
   end
+  for _, f in ipairs(files) do expand_includes(f) end
   for _, f in ipairs(files) do collect_ids(f) end
 
   local blocks = {}

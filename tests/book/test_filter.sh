@@ -38,6 +38,11 @@ else
   expect "results-table puts thousands separators in tokens/s" "$out" "99,851"
   expect "results-table names its file" "$out" "Source:"
   expect "ids get the file's prefix" "$out" 'href="#good"'
+  expect "an included file's text is included" "$text" "Text of the included file"
+  refuse "an included file's title is dropped" "$text" "title, dropped"
+  expect "an included file's headings go one level down" "$out" '<h3 class="unnumbered" id="good-included-an-included-section"'
+  expect "a link to the included file leads to its text" "$out" 'href="#good-included-tests-book-fixtures-included-md"'
+  expect "an included file's links are its own folder's" "$out" 'tests/book/fixtures/listing.c"'
 fi
 if ! tex=$(pandoc "$FIX/good.md" --lua-filter "$FILTER" -t latex 2>&1); then
   fail "good.md was refused for LaTeX:"; echo "$tex"
