@@ -215,6 +215,23 @@ local function tidy(lines)
   return out
 end
 
+-- HTML: the text column fits about 86 columns of code at the normal size
+-- (.8rem, a little less inside a list). A block with longer lines is set
+-- smaller, just enough to show them whole (down to .64rem, about 107
+-- columns); only longer lines than that scroll. Returns the Div's style.
+local HTML_CODE_COLUMNS, HTML_CODE_SIZE, HTML_CODE_MIN = 86, 0.8, 0.64
+local function html_fit_style(text)
+  local widest = 0
+  for _, line in ipairs(split_lines(text)) do
+    local line_x = expand_tabs(line)
+    local n = utf8.len(line_x) or #line_x
+    if n > widest then widest = n end
+  end
+  if widest <= HTML_CODE_COLUMNS then return nil end
+  local size = math.max(HTML_CODE_MIN, HTML_CODE_SIZE * HTML_CODE_COLUMNS / widest)
+  return string.format("--code-size: %.3frem", size)
+end
+
 -- ---- code for the PDF: wrapped lines, LaTeX --------------------------------
 local C_LIKE = { c = true, cpp = true, cuda = true, cu = true, h = true, java = true, javascript = true }
 local HASH_LIKE = { bash = true, sh = true, shell = true, python = true, makefile = true, make = true,
@@ -740,10 +757,11 @@ local function transform(f)
         latex_code_block(code, classes),
       }
     end
+    local fit = html_fit_style(code)
     return pandoc.Div({
       pandoc.Div({ pandoc.Plain(cap) }, pandoc.Attr("", { "listing-caption" })),
       pandoc.CodeBlock(code, pandoc.Attr(cb.identifier ~= "" and new_id(cb.identifier) or "", classes)),
-    }, pandoc.Attr("", { "listing" }))
+    }, pandoc.Attr("", fit and { "listing", "code-fit" } or { "listing" }, fit and { { "style", fit } } or {}))
   end
 
   local function results_table(cb)
@@ -856,6 +874,8 @@ local function transform(f)
       if c == "cuda" or c == "cu" then cb.classes[i] = "cpp" end
     end
     cb.identifier = new_id(cb.identifier)
+    local fit = html_fit_style(cb.text)
+    if fit then return pandoc.Div({ cb }, pandoc.Attr("", { "code-fit" }, { { "style", fit } })) end
     return cb
   end
 

@@ -59,6 +59,12 @@ if [ "${widest:-999}" -le 61 ]; then echo "test_filter: ok: PDF code lines are w
 else fail "PDF code lines are not wrapped at book-code-width (widest $widest)"; fi
 expect "a wrapped comment stays a comment" "$long" '\CommentTok{// narrow page and goes on}'
 
+wide=$(printf '```c\nint f(int aaaaaaaaaa, int bbbbbbbbbb, int cccccccccc, int dddddddddd, int eeeeeeeeee, int ffff);\n```\n' \
+       | pandoc --lua-filter "$FILTER" -t html5 2>&1)
+expect "HTML code wider than the column is set smaller, not clipped" "$wide" 'class="code-fit" style="--code-size: 0.717rem"'
+narrow=$(printf '```c\nint f(void);\n```\n' | pandoc --lua-filter "$FILTER" -t html5 2>&1)
+refuse "HTML code that fits keeps its size" "$narrow" "code-fit"
+
 # ---- what it refuses ----------------------------------------------------------------
 if err=$(pandoc "$FIX/bad.md" --lua-filter "$FILTER" -t html5 -o /dev/null 2>&1); then
   fail "bad.md was accepted"
