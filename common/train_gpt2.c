@@ -12,6 +12,7 @@
 //
 // Every step prints its loss, time, throughput, TFLOP/s, MFU and where the
 // time went; --bench-csv appends the medians of a run to a CSV file.
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,11 +20,16 @@
 #include "check_state.h"
 #include "flops.h"
 #include "precision.h"
+#include "profiler.h"
 #include "tokenizer.h"
 #include "train_gpu.h"
 
 // The binary's name for messages: build/train_gpt2_fp32 or build/train_gpt2_bf16.
 #define TRAINER_NAME "build/train_gpt2_" PRECISION_NAME
+
+// Room for the marks of one profiled step: a launch, and in chapters 00-02 a
+// wait after it, for each of the ~700 kernels of a 124M step.
+#define PROFILE_MARKS_PER_STEP 4096
 
 // Flags this program reads before handing the rest to train_options_parse.
 typedef struct {
@@ -34,6 +40,9 @@ typedef struct {
     int bench_warmup;
     double peak_tflops;  // 0: from the device name
     int count_syncs;     // print the host-device synchronizations per step
+    int profile_steps;   // profile this many steps after the warm-up (0: none)
+    const char *profile_csv;
+    int memory;          // print the device memory, tensor by tensor
 } GpuFlags;
 
 // The precision is the build's, not a switch: say so to anyone who asks for one.
@@ -52,6 +61,27 @@ static int check_chapter_precision(int chapter, char *err) {
                 chapter);
 }
 
+// A whole number >= 0, or a number > 0, or an error naming the flag.
+static int parse_count(const char *flag, const char *s, int *out, char *err) {
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < 0 || v > 1000000000)
+        return fail(err, "%s: expected a whole number >= 0, got '%s'", flag, s);
+    *out = (int)v;
+    return 0;
+}
+
+static int parse_positive(const char *flag, const char *s, double *out, char *err) {
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end || !(v > 0) || v > 1e9)
+        return fail(err, "%s: expected a number > 0, got '%s'", flag, s);
+    *out = v;
+    return 0;
+}
+
 static int take_gpu_flags(GpuFlags *f, int *argc, char **argv, char *err) {
     int out = 1;
     f->optim = chapter_optimizations(f->chapter);
@@ -68,8 +98,10 @@ static int take_gpu_flags(GpuFlags *f, int *argc, char **argv, char *err) {
     for (int i = 1; i < *argc; i++) {
         const char *a = argv[i];
         int has_value = i + 1 < *argc;
+        int is_switch = optimizations_apply_flag(&f->optim, a, PRECISION_NAME, err);
+        if (is_switch < 0) return -1;
+        if (is_switch) continue;
         if (!strcmp(a, "--chapter") && has_value) i++;
-        else if (optimizations_apply_flag(&f->optim, a)) continue;
         else if (is_precision_flag(a))
             return fail(err, "%s: the precision is not a switch but a build: "
                              "build/train_gpt2_fp32 runs the fp32 chapters, "
@@ -78,9 +110,17 @@ static int take_gpu_flags(GpuFlags *f, int *argc, char **argv, char *err) {
             f->check_model = argv[i + 1], f->check_state = argv[i + 2], i += 2;
         else if (!strcmp(a, "--bench-csv") && has_value) f->bench_csv = argv[++i];
         else if (!strcmp(a, "--bench-label") && has_value) f->bench_label = argv[++i];
-        else if (!strcmp(a, "--bench-warmup") && has_value) f->bench_warmup = atoi(argv[++i]);
-        else if (!strcmp(a, "--peak-tflops") && has_value) f->peak_tflops = atof(argv[++i]);
+        else if (!strcmp(a, "--bench-warmup") && has_value) {
+            if (parse_count(a, argv[++i], &f->bench_warmup, err)) return -1;
+        } else if (!strcmp(a, "--peak-tflops") && has_value) {
+            if (parse_positive(a, argv[++i], &f->peak_tflops, err)) return -1;
+        }
         else if (!strcmp(a, "--count-syncs")) f->count_syncs = 1;
+        else if (!strcmp(a, "--profile") && has_value) {
+            if (parse_count(a, argv[++i], &f->profile_steps, err)) return -1;
+        }
+        else if (!strcmp(a, "--profile-csv") && has_value) f->profile_csv = argv[++i];
+        else if (!strcmp(a, "--memory")) f->memory = 1;
         else argv[out++] = argv[i];
     }
     *argc = out;
@@ -102,7 +142,11 @@ static void usage_extra(void) {
            "  --bench-warmup N      steps left out of the medians (default 3)\n"
            "  --peak-tflops X       the GPU's bf16 dense peak, for MFU (default: detected)\n"
            "  --count-syncs         after each log line, the host-device synchronizations\n"
-           "                        per step since the last one, by kind\n",
+           "                        per step since the last one, by kind\n"
+           "  --profile N           time every kernel of N steps after the warm-up and\n"
+           "                        print where the device's time went, kernel by kernel\n"
+           "  --profile-csv FILE    write that table as CSV too\n"
+           "  --memory              print the device memory, tensor by tensor\n",
            chapter_first_of_precision(PRECISION_NAME), PRECISION_NAME, PRECISION_NAME);
 }
 
@@ -255,6 +299,14 @@ static int train(const GpuFlags *f, const TrainOptions *opt) {
            tr.model.device_bytes / (double)(1 << 30));
     printf("batch: B=%d T=%d; %.1f GFLOP per token (6N + 12LCT)\n", opt->B, opt->T,
            flops_tok / 1e9);
+    if (f->memory) gpt2_gpu_print_memory(&tr.model, stdout);
+    // --profile: the steps after the warm-up, kernel by kernel (profiler.h).
+    GpuProfiler *prof = NULL;
+    const int profile_from = tr.step + f->bench_warmup;
+    int profile_to = profile_from + f->profile_steps;
+    if (profile_to > opt->steps) profile_to = opt->steps;
+    if (f->profile_steps > 0 && profile_to > profile_from)
+        prof = gpu_profiler_new(PROFILE_MARKS_PER_STEP * (profile_to - profile_from));
 
     StepLog log = {0};
     int steps = opt->steps - tr.step;
@@ -268,7 +320,9 @@ static int train(const GpuFlags *f, const TrainOptions *opt) {
             rep.syncs = gpu_sync_counts();  // the validation's waits are not the steps'
         }
         GpuStepStats s;
+        if (prof && tr.step == profile_from) gpu_profiler_start(prof, tr.ctx.stream);
         if (gpu_trainer_step(&tr, &s, err)) die("%s", err);
+        if (prof && tr.step == profile_to) gpu_profiler_stop(prof, profile_to - profile_from);
         // The steps' numbers are read at each log line. In chapter 03 that is
         // where the host waits for the device, so it is also done before
         // anything else that waits (validation, checkpoints), and when the
@@ -288,6 +342,10 @@ static int train(const GpuFlags *f, const TrainOptions *opt) {
     double peak_mem = rep.peak_mem;
     if (opt->val_every > 0) print_val_loss(&tr);
     if (f->bench_csv && log.n > 0) write_bench_row(f, &tr, &log, flops_tok, peak, peak_mem);
+    if (prof) {
+        if (gpu_profiler_report(prof, stdout, f->profile_csv, err)) die("%s", err);
+        gpu_profiler_free(prof);
+    }
     if (tok) print_sample(&tr, tok, opt->sample_tokens);
     free(bufs);
     gpu_trainer_free(&tr);

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "gpu_context.h"
+#include "profiler.h"
 
 extern "C" void gpu_fail_cuda(cudaError_t err, const char *call, const char *file, int line) {
     fprintf(stderr, "%s:%d: CUDA error %s (%s) in %s\n", file, line, cudaGetErrorName(err),
@@ -67,11 +68,13 @@ extern "C" void gpu_check_launch(const GpuContext *ctx, const char *kernel_name)
                 cudaGetErrorString(err));
         exit(1);
     }
+    gpu_profile_mark(ctx->stream, kernel_name);
     if (!ctx->sync_after_launch) return;
     // A fault while the kernel runs only shows up once we wait for it. Without
     // this wait it would surface at some later call, blaming the wrong kernel.
     gpu_count_sync(GPU_SYNC_LAUNCH_CHECK);
     err = cudaStreamSynchronize(ctx->stream);
+    gpu_profile_after_wait();
     if (err != cudaSuccess) {
         fprintf(stderr, "%s: failed while running: %s (%s)\n", kernel_name, cudaGetErrorName(err),
                 cudaGetErrorString(err));
@@ -107,6 +110,18 @@ extern "C" const char *gpu_sync_kind_name(GpuSyncKind kind) {
 extern "C" void gpu_memcpy_sync(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind) {
     gpu_count_sync(GPU_SYNC_COPY);
     CUDA_CHECK(cudaMemcpy(dst, src, bytes, kind));
+    gpu_profile_after_wait();
+}
+
+extern "C" void gpu_memcpy_async(const GpuContext *ctx, void *dst, const void *src, size_t bytes,
+                                 cudaMemcpyKind kind, const char *what) {
+    CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, kind, ctx->stream));
+    gpu_profile_mark(ctx->stream, what);
+}
+
+extern "C" void gpu_zero(const GpuContext *ctx, void *ptr, size_t bytes, const char *what) {
+    CUDA_CHECK(cudaMemsetAsync(ptr, 0, bytes, ctx->stream));
+    gpu_profile_mark(ctx->stream, what);
 }
 
 // Without sync_after_launch, a kernel that faults is reported at the next
@@ -122,18 +137,21 @@ static void fail_at_wait(cudaError_t err, const char *wait, const char *what) {
 extern "C" void gpu_stream_sync(const GpuContext *ctx, const char *what) {
     gpu_count_sync(GPU_SYNC_STREAM);
     cudaError_t err = cudaStreamSynchronize(ctx->stream);
+    gpu_profile_after_wait();
     if (err != cudaSuccess) fail_at_wait(err, "cudaStreamSynchronize", what);
 }
 
 extern "C" void gpu_event_sync(cudaEvent_t event, const char *what) {
     gpu_count_sync(GPU_SYNC_EVENT);
     cudaError_t err = cudaEventSynchronize(event);
+    gpu_profile_after_wait();
     if (err != cudaSuccess) fail_at_wait(err, "cudaEventSynchronize", what);
 }
 
 extern "C" void gpu_device_sync(const char *what) {
     gpu_count_sync(GPU_SYNC_DEVICE);
     cudaError_t err = cudaDeviceSynchronize();
+    gpu_profile_after_wait();
     if (err != cudaSuccess) fail_at_wait(err, "cudaDeviceSynchronize", what);
 }
 

@@ -5,19 +5,17 @@
 // Built twice (Makefile): into build/tests/gpu_tests for the fp32 build
 // (chapters 00-01) and, with -DPRECISION_BF16, into build/tests/gpu_tests_bf16
 // for the bf16 build (chapter 02 on), where the tests under PRECISION_BF16
-// below compare the bf16 model with the same fp32 CPU reference.
+// below compare the bf16 model with the same fp32 CPU reference. Each model
+// runs the kernels of one chapter (gpu_ops_select).
 #include <criterion/criterion.h>
 #include <criterion/parameterized.h>
 
+#include "compare.h"
 #include "gpt2_cpu.h"
 #include "gpt2_gpu.h"
 #include "gpu_test.h"
 #include "optimizer.h"
 #include "tolerances.h"
-#ifdef PRECISION_BF16
-#include "bf16.h"
-#include "check_state.h"  // cosine_similarity
-#endif
 
 TestSuite(model, .init = gpu_test_init, .fini = gpu_test_fini);
 
@@ -29,13 +27,31 @@ static GPT2Config tiny(int tied, int padded) {
     return c;
 }
 
-// A CPU model and a GPU model with the same weights: GPT-2's init at 3x
-// scale, so that the non-linear paths matter (as in test_cpu_model.c).
-static void make_models(const GPT2Config *cfg, GPT2Cpu *cpu, GPT2Gpu *gpu) {
+// The first chapter of this build: 00 (fp32) or 02 (bf16).
+static int first_chapter(void) { return chapter_first_of_precision(PRECISION_NAME); }
+
+// A CPU model and a GPU model of chapter `chapter` with the same weights:
+// GPT-2's init at 3x scale, so that the non-linear paths matter (as in
+// test_cpu_model.c).
+static void make_models_of(const GPT2Config *cfg, GPT2Cpu *cpu, GPT2Gpu *gpu, int chapter) {
     gpt2_cpu_init(cpu, cfg);
     gpt2_cpu_init_random(cpu, 7);
     for (size_t i = 0; i < cpu->num_params; i++) cpu->params[i] *= 3;
-    gpt2_gpu_init(gpu, &gt_ctx, cfg, cpu->params, B, T);
+    Optimizations o = chapter_optimizations(chapter);
+    gpt2_gpu_init(gpu, &gt_ctx, cfg, cpu->params, B, T, &o);
+}
+
+static void make_models(const GPT2Config *cfg, GPT2Cpu *cpu, GPT2Gpu *gpu) {
+    make_models_of(cfg, cpu, gpu, first_chapter());
+}
+
+// The GPU's forward (GPT2_TRAIN) and backward passes on a batch; its loss.
+static float gpu_forward_backward(GPT2Gpu *gpu, const int32_t *x, const int32_t *y) {
+    char err[ERR_LEN];
+    cr_assert(gpt2_gpu_forward_tokens(gpu, x, y, B, T, GPT2_TRAIN, err) == 0, "%s", err);
+    float loss = gpt2_gpu_read_loss(gpu);
+    gpt2_gpu_backward(gpu);
+    return loss;
 }
 
 static void random_batch(int32_t *x, int32_t *y, int V, uint64_t seed) {
@@ -70,11 +86,8 @@ static float step_both(GPT2Cpu *cpu, GPT2Gpu *gpu, float *mom1, float *mom2,
     gpt2_cpu_zero_grad(cpu);
     gpt2_cpu_backward(cpu);
     cpu_update(cpu, mom1, mom2, lr, adamw, 1.0f, step);
-    char err[ERR_LEN];
-    cr_assert(gpt2_gpu_forward(gpu, x, y, B, T, err) == 0, "%s", err);
-    float loss = gpt2_gpu_read_loss(gpu);
-    gpt2_gpu_backward(gpu);
-    gpt2_gpu_update(gpu, lr, adamw, 1.0f, step);
+    float loss = gpu_forward_backward(gpu, x, y);
+    gpt2_gpu_update(gpu, lr, adamw, 1.0f, step, gpu->norm);
     return loss;
 }
 
@@ -85,19 +98,16 @@ typedef struct {
 #ifndef PRECISION_BF16
 // ---- the fp32 build: chapters 00 and 01 ------------------------------------------
 
-static void compare_forward_backward(const GPT2Config *cfg, double tol) {
+static void compare_forward_backward(const GPT2Config *cfg, int chapter, double tol) {
     GPT2Cpu cpu;
     GPT2Gpu gpu;
-    make_models(cfg, &cpu, &gpu);
+    make_models_of(cfg, &cpu, &gpu, chapter);
     int32_t x[B * T], y[B * T];
     random_batch(x, y, cfg->vocab_size, 3);
-    char err[ERR_LEN];
     gpt2_cpu_forward(&cpu, x, y, B, T);
     gpt2_cpu_zero_grad(&cpu);
     gpt2_cpu_backward(&cpu);
-    cr_assert(gpt2_gpu_forward(&gpu, x, y, B, T, err) == 0, "%s", err);
-    float loss = gpt2_gpu_read_loss(&gpu);
-    gpt2_gpu_backward(&gpu);
+    float loss = gpu_forward_backward(&gpu, x, y);
 
     size_t nlogits = (size_t)B * T * cfg->padded_vocab_size;
     gt_compare("logits", gt_download(gpu.acts.logits, nlogits), cpu.acts.logits, nlogits, tol);
@@ -120,14 +130,14 @@ ParameterizedTestParameters(model, fp32_forward_backward_match_cpu) {
 ParameterizedTest(Variant *v, model, fp32_forward_backward_match_cpu, .init = gpu_test_init,
                   .fini = gpu_test_fini) {
     GPT2Config cfg = tiny(v->tied, v->padded);
-    compare_forward_backward(&cfg, TOL_GPU_MODEL_FP32);
+    compare_forward_backward(&cfg, 0, TOL_GPU_MODEL_FP32);
 }
 
 // Chapter 01: the same model with the GEMMs in TF32.
 Test(model, tf32_forward_backward_match_cpu) {
-    gt_ctx.tensor_cores = 1;
     GPT2Config cfg = tiny(0, 0);
-    compare_forward_backward(&cfg, TOL_GPU_MODEL_TF32);
+    compare_forward_backward(&cfg, 1, TOL_GPU_MODEL_TF32);
+    cr_assert(gt_ctx.tensor_cores == 1, "chapter 01's model runs its GEMMs in TF32");
 }
 
 Test(model, fp32_five_adamw_steps_match_cpu) {
@@ -172,11 +182,9 @@ Test(model, fp32_is_deterministic) {
     make_models(&cfg, &cpu, &gpu);
     int32_t x[B * T], y[B * T];
     random_batch(x, y, cfg.vocab_size, 5);
-    char err[ERR_LEN];
     float *first = NULL;
     for (int run = 0; run < 2; run++) {
-        cr_assert(gpt2_gpu_forward(&gpu, x, y, B, T, err) == 0, "%s", err);
-        gpt2_gpu_backward(&gpu);
+        gpu_forward_backward(&gpu, x, y);
         float *grads = gt_download(gpu.grads, gpu.num_params);
         if (run == 1) gt_assert_identical("gradients of two runs", grads, first, gpu.num_params);
         first = grads;
@@ -221,6 +229,16 @@ static void assert_cosine(const char *what, const float *got, const float *ref, 
               min_cos);
 }
 
+// And its size: the ratio of the norms within TOL_GRAD_NORM_RATIO of 1. The
+// cosine cannot see a gradient twice too large.
+static void assert_norm_ratio(const char *what, const float *got, const float *ref, size_t n) {
+    double r = norm_ratio(got, ref, n);
+    if (getenv("GPU_TEST_VERBOSE"))
+        fprintf(stderr, "  %-40s |gpu| / |cpu| = %.6f (1 +- %g)\n", what, r, TOL_GRAD_NORM_RATIO);
+    cr_assert(fabs(r - 1) <= TOL_GRAD_NORM_RATIO,
+              "%s: |gpu| / |cpu| = %.6f, more than %g from 1", what, r, TOL_GRAD_NORM_RATIO);
+}
+
 // bf16 weights that are not the master weights rounded to nearest even
 // would mean the upload or AdamW's rounding went wrong: bit for bit.
 static void assert_params_are_rounded_master(const GPT2Gpu *gpu, const char *when) {
@@ -228,7 +246,7 @@ static void assert_params_are_rounded_master(const GPT2Gpu *gpu, const char *whe
     float *params = xmalloc(n * sizeof(float)), *master = xmalloc(n * sizeof(float));
     gpt2_gpu_download_floatx(gpu->params, params, n);
     gpt2_gpu_download(gpu, gpu->master, master);
-    for (size_t i = 0; i < n; i++) master[i] = bf16_to_float(bf16_from_float_rne(master[i]));
+    for (size_t i = 0; i < n; i++) master[i] = round_to_floatx(master[i]);
     char what[96];
     snprintf(what, sizeof what, "bf16 weights vs the master weights rounded, %s", when);
     gt_assert_identical(what, params, master, n);
@@ -263,13 +281,10 @@ static void compare_forward_backward_bf16(const GPT2Config *cfg) {
     make_models(cfg, &cpu, &gpu);
     int32_t x[B * T], y[B * T];
     random_batch(x, y, cfg->vocab_size, 3);
-    char err[ERR_LEN];
     gpt2_cpu_forward(&cpu, x, y, B, T);
     gpt2_cpu_zero_grad(&cpu);
     gpt2_cpu_backward(&cpu);
-    cr_assert(gpt2_gpu_forward(&gpu, x, y, B, T, err) == 0, "%s", err);
-    float loss = gpt2_gpu_read_loss(&gpu);
-    gpt2_gpu_backward(&gpu);
+    float loss = gpu_forward_backward(&gpu, x, y);
 
     size_t nlogits = (size_t)B * T * cfg->padded_vocab_size;
     float *logits = xmalloc(nlogits * sizeof(float));
@@ -286,6 +301,7 @@ static void compare_forward_backward_bf16(const GPT2Config *cfg) {
         snprintf(what, sizeof what, "gradient of %s (bf16)", gpt2_param_names[t]);
         print_max_diff(what, grads + offset, cpu.grads + offset, n);
         assert_cosine(what, grads + offset, cpu.grads + offset, n, TOL_GPU_GRAD_COSINE_BF16);
+        assert_norm_ratio(what, grads + offset, cpu.grads + offset, n);
         offset += n;
     }
     free(logits);
@@ -365,12 +381,10 @@ Test(model, bf16_is_deterministic) {
     make_models(&cfg, &cpu, &gpu);
     int32_t x[B * T], y[B * T];
     random_batch(x, y, cfg.vocab_size, 5);
-    char err[ERR_LEN];
     size_t n = gpu.num_params;
     float *first = xmalloc(n * sizeof(float)), *second = xmalloc(n * sizeof(float));
     for (int run = 0; run < 2; run++) {
-        cr_assert(gpt2_gpu_forward(&gpu, x, y, B, T, err) == 0, "%s", err);
-        gpt2_gpu_backward(&gpu);
+        gpu_forward_backward(&gpu, x, y);
         gpt2_gpu_download_floatx(gpu.grads, run == 0 ? first : second, n);
     }
     gt_assert_identical("bf16 gradients of two runs", second, first, n);
@@ -390,8 +404,35 @@ Test(model, rejects_out_of_range_tokens) {
     random_batch(x, y, cfg.vocab_size, 5);
     y[17] = cfg.vocab_size;
     char err[ERR_LEN];
-    cr_assert(gpt2_gpu_forward(&gpu, x, y, B, T, err) == -1);
+    cr_assert(gpt2_gpu_forward_tokens(&gpu, x, y, B, T, GPT2_TRAIN, err) == -1);
     cr_assert(strstr(err, "token 17"), "%s", err);
+    gpt2_gpu_free(&gpu);
+    gpt2_cpu_free(&cpu);
+}
+
+// The forward modes compute the same thing as far as each goes: the logits
+// of GPT2_LOGITS and the loss of GPT2_LOSS are GPT2_TRAIN's, bit for bit.
+Test(model, forward_modes_agree) {
+    GPT2Config cfg = tiny(0, 1);
+    GPT2Cpu cpu;
+    GPT2Gpu gpu;
+    make_models(&cfg, &cpu, &gpu);
+    int32_t x[B * T], y[B * T];
+    random_batch(x, y, cfg.vocab_size, 9);
+    const size_t nlogits = (size_t)B * T * cfg.padded_vocab_size;
+    float *logits_only = xmalloc(nlogits * sizeof(float)), *logits = xmalloc(nlogits * sizeof(float));
+    char err[ERR_LEN];
+    cr_assert(gpt2_gpu_forward_tokens(&gpu, x, NULL, B, T, GPT2_LOGITS, err) == 0, "%s", err);
+    gpt2_gpu_download_floatx(gpu.acts.logits, logits_only, nlogits);
+    cr_assert(gpt2_gpu_forward_tokens(&gpu, x, y, B, T, GPT2_LOSS, err) == 0, "%s", err);
+    float loss_only = gpt2_gpu_read_loss(&gpu);
+    gpt2_gpu_download_floatx(gpu.acts.logits, logits, nlogits);
+    gt_assert_identical("logits: GPT2_LOGITS vs GPT2_LOSS", logits_only, logits, nlogits);
+    cr_assert(gpt2_gpu_forward_tokens(&gpu, x, y, B, T, GPT2_TRAIN, err) == 0, "%s", err);
+    float loss = gpt2_gpu_read_loss(&gpu);
+    gt_assert_identical("loss: GPT2_LOSS vs GPT2_TRAIN", &loss_only, &loss, 1);
+    free(logits_only);
+    free(logits);
     gpt2_gpu_free(&gpu);
     gpt2_cpu_free(&cpu);
 }
