@@ -343,9 +343,10 @@ $(BUILD)/demos/gemm_shapes: $(BUILD)/obj/chapters/01_tensor_cores/gemm_shapes.o 
 demo-01-rounding: $(BUILD)/demos/tf32_rounding
 	@if $(EXERCISE_HAVE_GPU); then $< $(DEMO_CSV); else echo "demo-01-rounding: no GPU here: built $<, not run"; fi
 
-$(BUILD)/demos/tf32_rounding: $(BUILD)/obj/chapters/01_tensor_cores/tf32_rounding.o $(LIBKERNELS)
+$(BUILD)/demos/tf32_rounding: $(BUILD)/obj/chapters/01_tensor_cores/tf32_rounding.o $(LIBKERNELS) \
+                              $(LIBCOMMON)
 	@mkdir -p $(dir $@)
-	$(NVCC) $(CUDA_ARCH) $^ -o $@ -lcublas
+	$(NVCC) $(CUDA_ARCH) $^ -o $@ -lcublas -lgomp
 
 gpu-tests-run: $(DEMOS)
 
