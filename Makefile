@@ -165,12 +165,14 @@ gpu-tests-run: $(GPU_TESTS)
 # On a GPU machine: every GPU test of both builds, then compute-sanitizer's
 # memcheck and racecheck over both builds' kernel and exercise tests.
 SANITIZED_TESTS := '@(kernels|exercise)*/*'
+# ANCHOR: test_gpu
 test-gpu: $(GPU_TESTS)
 	$(GPU_TESTS) --jobs 1
 	$(GPU_TESTS_BF16) --jobs 1
 	for t in $(GPU_TESTS) $(GPU_TESTS_BF16); do for tool in memcheck racecheck; do \
 	  compute-sanitizer --tool $$tool --error-exitcode 1 $$t --jobs 1 --filter $(SANITIZED_TESTS) \
 	    || exit 1; done; done
+# ANCHOR_END: test_gpu
 
 test-cpu: $(CPU_TESTS) $(PROGRAMS) $(SHAKESPEARE)
 	@# Criterion runs tests in parallel; one OpenMP thread each avoids oversubscription.
@@ -254,7 +256,11 @@ EXERCISE_HAVE_GPU := nvidia-smi -L 2>/dev/null | grep -q '^GPU '
 
 # make test-exercises CH=N: chapter N's exercise tests, built against
 # exercises/. They fail, naming the exercise, until you have written it.
-test-exercises: $(EXERCISE_GPU_TESTS) $(EXERCISE_CPU_TESTS)
+# Only the test binary that the exercise needs is built: a CPU exercise
+# (tests column "cpu" in the table) needs no nvcc.
+EXERCISE_KIND := $(shell awk -v ch='$(CH)' '$$1 !~ /^\#/ && NF >= 3 && ch ~ /^[0-9]+$$/ && \
+                   $$1 + 0 == ch + 0 {print ($$4 == "cpu" || $$4 == "bf16" ? $$4 : "gpu")}' $(EXERCISE_TABLE))
+test-exercises: $(if $(filter cpu,$(EXERCISE_KIND)),$(EXERCISE_CPU_TESTS),$(if $(filter bf16,$(EXERCISE_KIND)),$(EXERCISE_GPU_TESTS_BF16),$(if $(EXERCISE_KIND),$(EXERCISE_GPU_TESTS))))
 	@row=$$(awk -v ch='$(CH)' '$$1 !~ /^#/ && NF >= 3 && ch ~ /^[0-9]+$$/ && $$1 + 0 == ch + 0' \
 	        $(EXERCISE_TABLE)); \
 	if [ -z "$$row" ]; then \
@@ -318,8 +324,8 @@ check-exercises: check-exercises-generated $(GPU_TESTS) $(EXERCISE_GPU_TESTS) $(
 # like the kernels and linked with them and with the exercise set that
 # EXERCISE_DIR names. `make test` builds them: a demo that no longer compiles
 # fails CI like any other CUDA file.
-DEMOS := $(BUILD)/demos/gemm_shapes
-.PHONY: demo-01
+DEMOS := $(BUILD)/demos/gemm_shapes $(BUILD)/demos/tf32_rounding
+.PHONY: demo-01 demo-01-rounding
 
 # make demo-01: chapter 01's GEMMs at GPT-2's shapes, fp32 against TF32 (and the
 # exercise's kernel); DEMO_CSV=path also writes the table there.
@@ -330,6 +336,17 @@ $(BUILD)/demos/gemm_shapes: $(BUILD)/obj/chapters/01_tensor_cores/gemm_shapes.o 
                             $(BUILD)/lib$(EXERCISE_DIR).a $(LIBKERNELS) $(LIBCOMMON)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(CUDA_ARCH) $^ -o $@ -lcublasLt -lcublas -lgomp
+
+# make demo-01-rounding: what TF32 GEMMs do with the 13 low bits of their fp32
+# operands (truncate or round), found with products by the identity; DEMO_CSV=path
+# also writes the table there.
+demo-01-rounding: $(BUILD)/demos/tf32_rounding
+	@if $(EXERCISE_HAVE_GPU); then $< $(DEMO_CSV); else echo "demo-01-rounding: no GPU here: built $<, not run"; fi
+
+$(BUILD)/demos/tf32_rounding: $(BUILD)/obj/chapters/01_tensor_cores/tf32_rounding.o $(LIBKERNELS) \
+                              $(LIBCOMMON)
+	@mkdir -p $(dir $@)
+	$(NVCC) $(CUDA_ARCH) $^ -o $@ -lcublas -lgomp
 
 gpu-tests-run: $(DEMOS)
 
@@ -353,9 +370,14 @@ demo-03: $(BUILD)/train_gpt2_bf16 $(SHAKESPEARE)
 # PLOTS_PYTHON=/path/to/python3 picks another.
 PLOTS_PYTHON ?= $(firstword $(foreach py,/usr/bin/python3 python3,$(shell \
                   $(py) -c 'import matplotlib' 2>/dev/null && echo $(py))) /usr/bin/python3)
-.PHONY: plots reset
+.PHONY: plots figures reset
 plots: deps
 	$(PLOTS_PYTHON) tools/plots.py
+
+# make figures: the book's diagrams (bit layouts, the roofline, timelines), drawn
+# by tools/figures.py from datasheet figures and shapes alone: book/figures/.
+figures: deps
+	$(PLOTS_PYTHON) tools/figures.py
 
 # make reset: deletes what is generated from the measurements, results/*/plots/
 # and build/book/. It does NOT delete the measurements themselves,
@@ -446,7 +468,8 @@ $(GPU_TESTS_BF16) $(EXERCISE_GPU_TESTS_BF16):
 
 # `make test` (gpu-tests-run) and `make test-gpu` run them after the fp32 ones.
 gpu-tests-run test-gpu: $(GPU_TESTS_BF16)
-test-exercises check-exercises: $(EXERCISE_GPU_TESTS_BF16)
+# (test-exercises builds only the binary its exercise needs: above)
+check-exercises: $(EXERCISE_GPU_TESTS_BF16)
 
 -include $(shell find $(BF16_OBJ) -name '*.d' 2>/dev/null)
 # ---- end of the bf16 build -------------------------------------------------

@@ -103,12 +103,14 @@ extern "C" void layernorm_backward_v1(const GpuContext *ctx, floatX *dinp, float
                                       floatX *dbias, float *scratch, const floatX *dout,
                                       const floatX *inp, const floatX *weight, const float *mean,
                                       const float *rstd, int B, int T, int C) {
+    // ANCHOR: layernorm_dinp_launch
     const int BT = B * T, chunks = num_chunks(BT);
     const int threads = 256, rows_per_block = threads / WARP_SIZE;
     layernorm_backward_dinp_kernel_v1<<<blocks_for(BT, rows_per_block), threads, 0,
                                         ctx->stream>>>(dinp, dout, inp, weight, mean, rstd, BT,
                                                        C);
     gpu_check_launch(ctx, "layernorm_backward_dinp_kernel_v1");
+    // ANCHOR_END: layernorm_dinp_launch
 
     float *partial_dw = scratch, *partial_db = scratch + (size_t)chunks * C;
     dim3 grid(blocks_for(C, LN_COLS), chunks), block(LN_COLS, LN_ROW_LANES);

@@ -19,6 +19,8 @@ NAME.svg for the HTML book and NAME.pdf for the PDF book:
                  chapter computes the same model), and each one's difference
                  from chapter 00's
     heatmap      tok/s per chapter (rows) and step (columns)
+    gemm_roofline  from gemm_shapes.csv (chapter 01's demo), when present:
+                 every GEMM of a step, fp32 and TF32, on the GPU's roofline
 
 "Chapter" rows are those labelled exactly chNN, at the benchmark's base batch;
 ablations (ch01-no-tensor-cores) and the larger batch (ch00-B32) are left out.
@@ -76,7 +78,12 @@ PHASES = [  # results.csv column, legend label, colour
 ]
 OURS_COLOUR = "#4c72b0"
 TORCH_COLOUR = "#ee4c2c"  # PyTorch's orange-red
-FIGURES = ("throughput", "speedup", "phases", "loss_curves", "heatmap")
+FIGURES = ("throughput", "speedup", "phases", "loss_curves", "heatmap", "gemm_roofline")
+# Datasheet figures by GPU (the name in environment.txt), for the roofline:
+# memory bandwidth in TB/s, dense FP32 and TF32 peaks in TFLOP/s. For a GPU
+# not listed, the peaks come from gemm_shapes.csv itself (its TFLOP/s over
+# its fraction of the peak) and the memory roof is left out.
+DATASHEET = {"NVIDIA H100 80GB HBM3": {"hbm_tb_s": 3.35, "fp32": 66.9, "tf32": 494.7}}
 
 try:
     import matplotlib
@@ -426,6 +433,65 @@ def plot_heatmap(ctx):
                   sources, "heatmap"), None
 
 
+def plot_gemm_roofline(ctx):
+    path = os.path.join(os.path.dirname(ctx["csv"]), "gemm_shapes.csv")
+    if not os.path.exists(path):
+        return None, "no gemm_shapes.csv (make demo-01 DEMO_CSV=...)"
+    rows = [r for r in read_rows(path) if r.get("M") and r.get("fp32_tflops")]
+    if not rows:
+        return None, "no GEMM rows in gemm_shapes.csv"
+    sheet = DATASHEET.get(ctx["env"].get("gpu", ""), {})
+    peaks = {}
+    for kind in ("fp32", "tf32"):
+        ratios = sorted(r[f"{kind}_tflops"] / r[f"{kind}_of_peak"] for r in rows
+                        if r.get(f"{kind}_of_peak"))
+        peaks[kind] = sheet.get(kind, ratios[len(ratios) // 2])
+    bandwidth = sheet.get("hbm_tb_s")
+    fig, ax = plt.subplots(figsize=(8.2, 5.0))
+    xs = [10 ** (k / 50) for k in range(0, 176)]  # 1 .. 3000 FLOP/byte
+    for kind, colour, name in (("tf32", "#dd8452", "TF32 tensor cores"),
+                               ("fp32", OURS_COLOUR, "FP32 pipes")):
+        peak = peaks[kind]
+        ys = [min(peak, bandwidth * x) if bandwidth else peak for x in xs]
+        ax.plot(xs, ys, color=colour, lw=1.6, alpha=0.8, label=f"{name}: {peak:.1f} TFLOP/s peak")
+    if bandwidth:
+        ax.text(3.2, bandwidth * 3.2 * 1.35, f"memory: {bandwidth:g} TB/s", rotation=31,
+                fontsize=8, rotation_mode="anchor")
+
+    def intensity(r):  # FLOPs per byte: 2MNK over A, B and C read or written once, fp32
+        m, n, k = r["M"], r["N"], r["K"]
+        return 2 * m * n * k / (4 * (m * k + n * k + m * n))
+    groups = [("attn", "attention (per head)", "^"), ("lmhead", "lm_head", "s"),
+              ("", "linear layers", "o")]
+    for prefix, name, marker in groups:
+        sel = [r for r in rows if r["label"].startswith(prefix)
+               and not any(r["label"].startswith(p) for p, _, _ in groups if p and p != prefix)]
+        ax.scatter([intensity(r) for r in sel], [r["fp32_tflops"] for r in sel], marker=marker,
+                   facecolor="white", edgecolor=OURS_COLOUR, s=36, zorder=4,
+                   label=f"{name}, fp32 (measured)")
+        ax.scatter([intensity(r) for r in sel], [r["tf32_tflops"] for r in sel], marker=marker,
+                   color="#dd8452", s=36, zorder=4, label=f"{name}, TF32 (measured)")
+    for r in rows:
+        if r["label"] in ("qkv-fwd", "lmhead-fwd", "attn-scores-fwd"):
+            ax.annotate(r["label"], (intensity(r), r["tf32_tflops"]), xytext=(6, -3),
+                        textcoords="offset points", fontsize=7.5, color="#444444")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlim(3, 3000)
+    ax.set_ylim(10, 1000)
+    ax.xaxis.set_major_formatter(ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.yaxis.set_major_formatter(ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.set_xlabel("arithmetic intensity: FLOPs per byte (A, B and C moved once, fp32)")
+    ax.set_ylabel("TFLOP/s (log scale)")
+    ax.grid(color="#eeeeee", which="both")
+    ax.legend(loc="upper left", frameon=False, fontsize=7.5, ncol=2)
+    subtitle = (f"{ctx['env'].get('gpu', '')}  ·  every GEMM of a GPT-2 124M step at B·T = 16384, "
+                "timed alone by chapter 01's demo\nroofs: the datasheet's peaks and memory "
+                "bandwidth")
+    return finish(ctx, fig, "GEMM by GEMM: fp32 and TF32 on the roofline", subtitle,
+                  rel(path) + ", columns M, N, K, fp32_tflops, tf32_tflops", "gemm_roofline"), None
+
+
 def colour_middle(norm, values):
     """The value at the middle of the colour scale: text is dark above it, light below."""
     lo, hi = min(values), max(values)
@@ -475,7 +541,8 @@ def plot_gpu(folder):
     written = []
     for name, draw in (("throughput", lambda c: (plot_throughput(c), None)),
                        ("speedup", plot_speedup), ("phases", plot_phases),
-                       ("loss_curves", plot_loss), ("heatmap", plot_heatmap)):
+                       ("loss_curves", plot_loss), ("heatmap", plot_heatmap),
+                       ("gemm_roofline", plot_gemm_roofline)):
         files, why = draw(ctx)
         if files is None:
             print(f"plots: {rel(folder)}: no {name} plot: {why}")

@@ -18,6 +18,8 @@
 --                 ```
 --   4. figures:   ordinary images; for LaTeX an .svg is replaced by the .pdf
 --      or .png beside it.
+--   5. included sections:  <!-- include: ../../exercises/00_baseline/README.md -->
+--      that file's text, its title dropped and its headings one level down.
 --
 -- Every problem is collected, and the build fails at the end listing them all.
 -- Metadata read here: book-check (check both outputs' needs, write nothing),
@@ -211,6 +213,23 @@ local function tidy(lines)
     for i, l in ipairs(out) do out[i] = l:sub(indent + 1) end
   end
   return out
+end
+
+-- HTML: the text column fits about 86 columns of code at the normal size
+-- (.8rem, a little less inside a list). A block with longer lines is set
+-- smaller, just enough to show them whole (down to .64rem, about 107
+-- columns); only longer lines than that scroll. Returns the Div's style.
+local HTML_CODE_COLUMNS, HTML_CODE_SIZE, HTML_CODE_MIN = 86, 0.8, 0.64
+local function html_fit_style(text)
+  local widest = 0
+  for _, line in ipairs(split_lines(text)) do
+    local line_x = expand_tabs(line)
+    local n = utf8.len(line_x) or #line_x
+    if n > widest then widest = n end
+  end
+  if widest <= HTML_CODE_COLUMNS then return nil end
+  local size = math.max(HTML_CODE_MIN, HTML_CODE_SIZE * HTML_CODE_COLUMNS / widest)
+  return string.format("--code-size: %.3frem", size)
 end
 
 -- ---- code for the PDF: wrapped lines, LaTeX --------------------------------
@@ -542,6 +561,69 @@ end
 local files = {}      -- in book order: { path, dir, info, doc, ids = {old -> new} }
 local by_path = {}
 local global_ids = {} -- old id -> list of new ids, for bare #id links across files
+local included = {}   -- path of an included file -> { file = the book file, id = its Div's id }
+
+-- 5. Included sections. A paragraph-level HTML comment
+--      <!-- include: ../../exercises/00_baseline/README.md -->
+-- (the path relative to the markdown file, as GitHub links are; GitHub shows
+-- nothing) is replaced by that file's text: its title (the first level-1
+-- heading) dropped, its other headings one level deeper, their ids prefixed
+-- with "included-" so that they cannot clash with the including file's, and
+-- its relative links and images made relative to the repository root. The
+-- blocks are wrapped in a Div, and a link to the included file anywhere in
+-- the book leads there.
+local function expand_includes(f)
+  local out = {}
+  for _, b in ipairs(f.doc.blocks) do
+    local rel = b.t == "RawBlock" and b.format:match("html")
+                and b.text:match("^%s*<!%-%-%s*include:%s*(%S+)%s*%-%->%s*$")
+    if not rel then
+      out[#out + 1] = b
+    else
+      local p = resolve(f.dir, rel)
+      local text = read_file(p)
+      if not text then
+        problem(f.path, "include: no file " .. p .. " (the path is relative to the markdown file)")
+      else
+        local dir = dirname(p)
+        local doc = pandoc.read(text, READER)
+        local title_dropped = false
+        local blocks = {}
+        for _, ib in ipairs(doc.blocks) do
+          if ib.t == "Header" and ib.level == 1 and not title_dropped then
+            title_dropped = true
+          else
+            blocks[#blocks + 1] = ib
+          end
+        end
+        local function rebase(target)
+          if has_scheme(target) or target:sub(1, 1) == "#" or target:sub(1, 1) == "/" then
+            return target
+          end
+          local path, frag = target:match("^([^#]*)#?(.*)$")
+          return "/" .. resolve(dir, path) .. (frag ~= "" and ("#" .. frag) or "")
+        end
+        blocks = pandoc.walk_block(pandoc.Div(blocks), {
+          Header = function(h)
+            h.level = h.level + 1
+            if h.identifier ~= "" then h.identifier = "included-" .. h.identifier end
+            return h
+          end,
+          Link = function(l)
+            if l.target:sub(1, 1) == "#" then l.target = "#included-" .. l.target:sub(2)
+            else l.target = rebase(l.target) end
+            return l
+          end,
+          Image = function(img) img.src = rebase(img.src) return img end,
+        }).content
+        local id = "included-" .. p:gsub("[^%w]+", "-"):lower()
+        included[p] = { file = f, id = id }
+        out[#out + 1] = pandoc.Div(blocks, pandoc.Attr(id, { "included" }, { { "source", p } }))
+      end
+    end
+  end
+  f.doc.blocks = out
+end
 
 local function collect_ids(f)
   f.ids, f.title_id = {}, nil
@@ -675,10 +757,11 @@ local function transform(f)
         latex_code_block(code, classes),
       }
     end
+    local fit = html_fit_style(code)
     return pandoc.Div({
       pandoc.Div({ pandoc.Plain(cap) }, pandoc.Attr("", { "listing-caption" })),
       pandoc.CodeBlock(code, pandoc.Attr(cb.identifier ~= "" and new_id(cb.identifier) or "", classes)),
-    }, pandoc.Attr("", { "listing" }))
+    }, pandoc.Attr("", fit and { "listing", "code-fit" } or { "listing" }, fit and { { "style", fit } } or {}))
   end
 
   local function results_table(cb)
@@ -791,6 +874,8 @@ local function transform(f)
       if c == "cuda" or c == "cu" then cb.classes[i] = "cpp" end
     end
     cb.identifier = new_id(cb.identifier)
+    local fit = html_fit_style(cb.text)
+    if fit then return pandoc.Div({ cb }, pandoc.Attr("", { "code-fit" }, { { "style", fit } })) end
     return cb
   end
 
@@ -844,6 +929,11 @@ local function transform(f)
       local out = result_span(l.content, p, row, col, nil)
       if LATEX then return l.content end
       return out
+    end
+    local inc = included[p]
+    if inc and (frag == "" or inc.file.ids["included-" .. frag]) then
+      l.target = "#" .. inc.file.ids[frag == "" and inc.id or ("included-" .. frag)]
+      return l
     end
     local other = by_path[p]
     if other then
@@ -937,6 +1027,7 @@ function Pandoc(doc)
       by_path[p] = f
     end
   end
+  for _, f in ipairs(files) do expand_includes(f) end
   for _, f in ipairs(files) do collect_ids(f) end
 
   local blocks = {}

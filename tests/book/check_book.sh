@@ -54,7 +54,7 @@ ok "${#sources[@]} titles checked in the HTML and the PDF"
 
 # ---- listings ----------------------------------------------------------------------
 listings=$(grep -ho 'include="[^"]*"' "${sources[@]}" | sort -u | sed 's/include="\(.*\)"/\1/')
-n_html=$(grep -o 'class="listing"' "$HTML" | wc -l)
+n_html=$(grep -oE 'class="listing( code-fit)?"' "$HTML" | wc -l)  # code-fit: set smaller (book.lua)
 n_src=$(grep -ho 'include="[^"]*"' "${sources[@]}" | wc -l)
 grep -q 'class="sourceCode' "$HTML" || fail "the HTML has no highlighted code (class=\"sourceCode\")"
 [ "$n_src" -gt 0 ] || fail "no listing in the book's sources (\`\`\`{.c include=...})"

@@ -38,6 +38,11 @@ else
   expect "results-table puts thousands separators in tokens/s" "$out" "99,851"
   expect "results-table names its file" "$out" "Source:"
   expect "ids get the file's prefix" "$out" 'href="#good"'
+  expect "an included file's text is included" "$text" "Text of the included file"
+  refuse "an included file's title is dropped" "$text" "title, dropped"
+  expect "an included file's headings go one level down" "$out" '<h3 class="unnumbered" id="good-included-an-included-section"'
+  expect "a link to the included file leads to its text" "$out" 'href="#good-included-tests-book-fixtures-included-md"'
+  expect "an included file's links are its own folder's" "$out" 'tests/book/fixtures/listing.c"'
 fi
 if ! tex=$(pandoc "$FIX/good.md" --lua-filter "$FILTER" -t latex 2>&1); then
   fail "good.md was refused for LaTeX:"; echo "$tex"
@@ -53,6 +58,12 @@ widest=$(sed -n '/begin{BookCode}/,/end{BookCode}/p' <<< "$long" | grep -v 'Book
 if [ "${widest:-999}" -le 61 ]; then echo "test_filter: ok: PDF code lines are wrapped ($widest <= 60 characters)"
 else fail "PDF code lines are not wrapped at book-code-width (widest $widest)"; fi
 expect "a wrapped comment stays a comment" "$long" '\CommentTok{// narrow page and goes on}'
+
+wide=$(printf '```c\nint f(int aaaaaaaaaa, int bbbbbbbbbb, int cccccccccc, int dddddddddd, int eeeeeeeeee, int ffff);\n```\n' \
+       | pandoc --lua-filter "$FILTER" -t html5 2>&1)
+expect "HTML code wider than the column is set smaller, not clipped" "$wide" 'class="code-fit" style="--code-size: 0.717rem"'
+narrow=$(printf '```c\nint f(void);\n```\n' | pandoc --lua-filter "$FILTER" -t html5 2>&1)
+refuse "HTML code that fits keeps its size" "$narrow" "code-fit"
 
 # ---- what it refuses ----------------------------------------------------------------
 if err=$(pandoc "$FIX/bad.md" --lua-filter "$FILTER" -t html5 -o /dev/null 2>&1); then

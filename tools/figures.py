@@ -1,0 +1,339 @@
+#!/usr/bin/env python3
+"""figures.py: draw the book's diagrams. Run by `make figures`.
+
+The plots of measurements are tools/plots.py's (results/<gpu>/plots/). These
+are the drawings that explain: they use no measurement, only the formats'
+bit layouts, the H100's datasheet figures and the model's shapes, all of
+which the chapters state in their text. Each is written twice under one base
+name in book/figures/: NAME.svg for the HTML book, NAME.pdf for the PDF.
+
+    float_formats_tf32   fp32, TF32, fp16, bf16 bit by bit; TF32's dropped bits
+    float_formats_bf16   the same, bf16 as the top half of fp32 (chapter 02)
+    warp_per_row         chapter 00's CUDA primer: blocks, warps, lanes, and a
+                         coalesced read of one row
+    roofline_h100        the H100's roofline, with our kernels' arithmetic
+                         intensities (chapter 00)
+    timelines            host and GPU over time, with a wait after every
+                         launch (chapter 02) and without (chapter 03)
+
+The output is deterministic, as tools/plots.py's is: the same script gives
+byte-identical files, and a file whose bytes would not change is not
+rewritten.
+
+    /usr/bin/python3 tools/figures.py        (make figures)
+"""
+
+import io
+import os
+import sys
+
+try:
+    import matplotlib
+except ImportError:
+    sys.exit(f"figures: matplotlib is not installed for {sys.executable} (make deps; "
+             "or PLOTS_PYTHON=/path/to/python3 make figures)")
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib import patches, ticker  # noqa: E402
+
+matplotlib.rcParams.update({
+    "svg.hashsalt": "gpt2-fast-figures",
+    "svg.fonttype": "path",
+    "pdf.fonttype": 42,
+    "font.size": 10,
+    "figure.dpi": 100,
+})
+METADATA = {
+    "svg": {"Date": None, "Creator": None},
+    "pdf": {"CreationDate": None, "ModDate": None, "Creator": None, "Producer": None},
+}
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+OUT = os.path.join(REPO, "book", "figures")
+
+SIGN, EXPONENT, MANTISSA, DROPPED = "#c44e52", "#4c72b0", "#55a868", "#d9d9d9"
+HOST, KERNEL, WAIT, IDLE = "#8172b3", "#4c72b0", "#dd8452", "#eeeeee"
+INK, GREY = "#222222", "#666666"
+
+# ---- the H100 SXM's datasheet figures (dense, no 2:4 sparsity) -------------
+HBM_TB_S = 3.35          # HBM3 bandwidth, TB/s
+FP32_TFLOPS = 66.9       # the FP32 pipes ("CUDA cores")
+TF32_TFLOPS = 494.7      # tensor cores, TF32
+BF16_TFLOPS = 989.4      # tensor cores, bf16
+
+
+def save(fig, name):
+    os.makedirs(OUT, exist_ok=True)
+    written = []
+    for fmt in ("svg", "pdf"):
+        buf = io.BytesIO()
+        fig.savefig(buf, format=fmt, metadata=METADATA[fmt])
+        data = buf.getvalue()
+        path = os.path.join(OUT, f"{name}.{fmt}")
+        old = open(path, "rb").read() if os.path.exists(path) else None
+        if old != data:
+            with open(path, "wb") as f:
+                f.write(data)
+            written.append(os.path.relpath(path, REPO))
+    plt.close(fig)
+    return written
+
+
+# ---- bit layouts ----------------------------------------------------------
+FORMATS = [  # name, sign, exponent, mantissa kept, mantissa dropped (of 32), note
+    ("fp32", 1, 8, 23, 0, "1 + 8 + 23 bits"),
+    ("TF32", 1, 8, 10, 13, "1 + 8 + 10, held in 32 bits"),
+    ("fp16", 1, 5, 10, 0, "1 + 5 + 10 bits"),
+    ("bf16", 1, 8, 7, 0, "1 + 8 + 7 bits"),
+]
+
+
+def float_formats(highlight):
+    cell = 0.22
+    fig, ax = plt.subplots(figsize=(8.2, 3.0))
+    ax.set_xlim(-1.2, 32 * cell + 2.6)
+    ax.set_ylim(-0.55, len(FORMATS) * 0.62 + 0.15)
+    ax.axis("off")
+    for row, (name, s, e, m, dropped, note) in enumerate(FORMATS):
+        y = (len(FORMATS) - 1 - row) * 0.62
+        fields = [(s, SIGN), (e, EXPONENT), (m, MANTISSA), (dropped, DROPPED)]
+        x = 0.0
+        for n, colour in fields:
+            for _ in range(n):
+                hatch = "////" if colour == DROPPED else None
+                ax.add_patch(patches.Rectangle((x, y), cell, 0.36, facecolor=colour,
+                                               edgecolor="white", lw=0.8, hatch=hatch))
+                x += cell
+        bold = "bold" if name.lower() == highlight else "normal"
+        ax.text(-0.15, y + 0.18, name, ha="right", va="center", fontsize=10, fontweight=bold,
+                color=INK)
+        ax.text(32 * cell + 0.15, y + 0.18, note, ha="left", va="center", fontsize=8.5,
+                color=INK if bold == "bold" else GREY)
+        if name == "TF32" and highlight == "tf32":
+            x0 = (s + e + m) * cell
+            ax.annotate("", xy=(x0, y - 0.06), xytext=(32 * cell, y - 0.06),
+                        arrowprops={"arrowstyle": "|-|", "color": INK, "lw": 0.8,
+                                    "shrinkA": 0, "shrinkB": 0, "mutation_scale": 3})
+            ax.text((x0 + 32 * cell) / 2, y - 0.1, "13 bits dropped: rounded, or cut?",
+                    ha="center", va="top", fontsize=8, color=INK)
+        if name == "bf16" and highlight == "bf16":
+            ax.plot([16 * cell, 16 * cell], [y - 0.08, len(FORMATS) * 0.62 - 0.2], color=INK,
+                    lw=0.8, ls=":")
+            ax.text(16 * cell + 0.08, y - 0.12, "bf16 = the top 16 bits of fp32",
+                    ha="left", va="top", fontsize=8, color=INK)
+    legend = [patches.Patch(facecolor=SIGN, label="sign"),
+              patches.Patch(facecolor=EXPONENT, label="exponent"),
+              patches.Patch(facecolor=MANTISSA, label="mantissa"),
+              patches.Patch(facecolor=DROPPED, hatch="////", label="dropped")]
+    ax.legend(handles=legend, loc="upper center", bbox_to_anchor=(0.45, 1.08), ncol=4,
+              frameon=False, fontsize=8.5)
+    fig.tight_layout()
+    return save(fig, f"float_formats_{highlight}")
+
+
+# ---- chapter 00's CUDA primer: a warp per row --------------------------------
+def warp_per_row():
+    fig, ax = plt.subplots(figsize=(8.4, 4.1))
+    ax.set_xlim(0, 10.4)
+    ax.set_ylim(0, 5.2)
+    ax.axis("off")
+    # the grid of blocks
+    ax.text(0.05, 5.0, "grid: 2,048 blocks", fontsize=9, fontweight="bold", va="center", color=INK)
+    for b in range(6):
+        x = 0.05 + b * 0.42
+        ax.add_patch(patches.Rectangle((x, 4.3), 0.36, 0.45, facecolor="#dde6f3" if b else "#9fb8dc",
+                                       edgecolor=EXPONENT, lw=0.8))
+    ax.text(0.05 + 6 * 0.42 + 0.05, 4.52, "...", fontsize=11, va="center", color=INK)
+    ax.text(0.05, 3.45, "block b: 256 threads = 8 warps,\nrows 8·b to 8·b + 7 of the\n"
+            "B·T = 16,384 rows", fontsize=8, va="top", color=GREY)
+    # one block: 8 warps, each a row
+    ax.add_patch(patches.FancyArrowPatch((0.23, 4.28), (3.55, 3.85), arrowstyle="-|>",
+                                         mutation_scale=8, color=GREY, lw=0.8,
+                                         connectionstyle="arc3,rad=0.25"))
+    ax.text(3.6, 5.0, "one block: warp w takes row 8·b + w", fontsize=9, fontweight="bold",
+            va="center", color=INK)
+    for w in range(8):
+        y = 4.6 - w * 0.2
+        ax.add_patch(patches.Rectangle((3.6, y - 0.08), 0.7, 0.16, facecolor=KERNEL, edgecolor="white",
+                                       lw=0.6))
+        ax.text(3.95, y, f"warp {w}", fontsize=6.5, color="white", ha="center", va="center")
+        ax.plot([4.32, 9.9], [y, y], color="#cccccc", lw=3, solid_capstyle="butt")
+    ax.text(9.9, 4.72, "each row: C = 768 floats", fontsize=7.5, color=GREY, ha="right",
+            va="bottom")
+    # one row, lane by lane
+    ax.text(0.05, 2.55, "one warp, one row: lane ℓ reads elements ℓ, ℓ + 32, ℓ + 64, ...",
+            fontsize=9, fontweight="bold", va="center", color=INK)
+    y0, h = 1.75, 0.42
+    chunk_w = 9.6 / 8
+    for c in range(8):
+        x = 0.05 + c * chunk_w
+        label = ["0-31", "32-63", "64-95", "96-127", "128-159", "160-191", "...", "736-767"][c]
+        for lane in range(32):
+            if c == 6:
+                break
+            shade = 0.35 + 0.65 * lane / 31
+            ax.add_patch(patches.Rectangle((x + lane * chunk_w / 32, y0), chunk_w / 32, h,
+                                           facecolor=matplotlib.colors.to_rgba(KERNEL, shade),
+                                           edgecolor="none"))
+        if c == 6:
+            ax.text(x + chunk_w / 2, y0 + h / 2, "...", ha="center", va="center", fontsize=12)
+        else:
+            ax.add_patch(patches.Rectangle((x, y0), chunk_w, h, facecolor="none",
+                                           edgecolor="white", lw=1.5))
+        ax.text(x + chunk_w / 2, y0 - 0.08, f"elements {label}", ha="center", va="top",
+                fontsize=7, color=GREY)
+        it = "iteration " + (str(c) if c < 6 else "...") if c != 7 else "iteration 23"
+        ax.text(x + chunk_w / 2, y0 + h + 0.06, it, ha="center", va="bottom", fontsize=7,
+                color=INK)
+    ax.annotate("lanes 0 to 31 of one load instruction:\n32 consecutive floats, 128 bytes, "
+                "one transaction", xy=(0.05 + chunk_w / 2, y0), xytext=(0.3, 0.55),
+                fontsize=8, color=INK, va="center",
+                arrowprops={"arrowstyle": "-|>", "color": GREY, "lw": 0.8, "mutation_scale": 8})
+    ax.text(5.2, 0.75, "then warp_sum: 5 shuffles (offsets 16, 8, 4, 2, 1)\n"
+            "add the 32 lanes' partial sums in registers,\nno memory and no barrier",
+            fontsize=8, color=INK, va="center")
+    fig.tight_layout(pad=0.3)
+    return save(fig, "warp_per_row")
+
+
+# ---- the roofline -------------------------------------------------------------
+# Arithmetic intensity (FLOPs per byte of DRAM traffic, each tensor read or
+# written once) of some of chapter 00's kernels, in fp32. The GEMMs' are
+# 2MNK / (4 (MK + NK + MN)); the others count a few FLOPs per element.
+KERNELS = [  # label, intensity, label offset (points)
+    ("residual add\n1 FLOP / 12 bytes", 1 / 12, (4, -30)),
+    ("layernorm, softmax,\nGELU, AdamW: ~1", 1.0, (-70, 8)),
+    ("attention's GEMMs\n(per head, K = 64): 28", 2 * 1024 * 1024 * 64
+     / (4 * (2 * 1024 * 64 + 1024 * 1024)), (8, -28)),
+    ("QKV GEMM: 278", 2 * 16384 * 2304 * 768 / (4 * (16384 * 768 + 2304 * 768 + 16384 * 2304)),
+     (-40, 8)),
+    ("lm_head GEMM: 362", 2 * 16384 * 50257 * 768
+     / (4 * (16384 * 768 + 50257 * 768 + 16384 * 50257)), (6, -16)),
+]
+
+
+def roofline():
+    fig, ax = plt.subplots(figsize=(8.2, 4.8))
+    xs = [10 ** (k / 50) for k in range(-75, 176)]  # 0.03 .. 3000 FLOP/byte
+    roofs = [("bf16 tensor cores", BF16_TFLOPS, "#c44e52"),
+             ("TF32 tensor cores", TF32_TFLOPS, "#dd8452"),
+             ("FP32 pipes", FP32_TFLOPS, EXPONENT)]
+    for name, peak, colour in roofs:
+        ys = [min(peak, HBM_TB_S * x) for x in xs]
+        ax.plot(xs, ys, color=colour, lw=2, label=f"{name}: {peak:g} TFLOP/s")
+        ridge = peak / HBM_TB_S
+        ax.plot([ridge], [peak], "o", color=colour, ms=4)
+        ax.annotate(f"ridge {ridge:.0f}", (ridge, peak), xytext=(4, 4), textcoords="offset points",
+                    fontsize=7.5, color=colour)
+    ax.text(0.12, HBM_TB_S * 0.12 * 1.7, f"memory: {HBM_TB_S:g} TB/s", rotation=33.5,
+            fontsize=8, color=INK, rotation_mode="anchor")
+    for label, ai, off in KERNELS:
+        y = min(FP32_TFLOPS, HBM_TB_S * ai)
+        ax.plot([ai], [y], "s", color=INK, ms=4, zorder=5)
+        ax.annotate(label, (ai, y), xytext=off, textcoords="offset points", fontsize=7.5,
+                    color=INK, va="bottom")
+    ax.axvspan(0.06, 1.5, color="#f2f2f2", zorder=0)
+    ax.text(0.3, 400, "elementwise kernels,\nreductions, softmaxes", ha="center", fontsize=8,
+            color=GREY)
+    fp32_ridge = FP32_TFLOPS / HBM_TB_S
+    ax.plot([fp32_ridge, fp32_ridge], [0.05, FP32_TFLOPS], color=EXPONENT, lw=0.8, ls="--")
+    ax.text(fp32_ridge / 1.15, 0.07, "memory-bound in FP32", ha="right", fontsize=7.5,
+            color=EXPONENT)
+    ax.text(fp32_ridge * 1.15, 0.07, "compute-bound in FP32", ha="left", fontsize=7.5,
+            color=EXPONENT)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlim(0.03, 3000)
+    ax.set_ylim(0.05, 2500)
+    ax.xaxis.set_major_formatter(ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.yaxis.set_major_formatter(ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.set_xlabel("arithmetic intensity: FLOPs per byte moved to or from memory")
+    ax.set_ylabel("TFLOP/s at most")
+    ax.grid(color="#eeeeee", which="major")
+    for side in ("top", "right"):
+        ax.spines[side].set_visible(False)
+    ax.legend(loc="center right", bbox_to_anchor=(1.0, 0.3), frameon=False, fontsize=8)
+    ax.set_title("The H100 SXM's roofline, and where chapter 00's kernels sit (fp32)",
+                 fontsize=11, loc="left", fontweight="bold")
+    fig.text(0.01, 0.01, "A kernel's time is at least max(FLOPs / peak, bytes / bandwidth). "
+             "Roofs: the datasheet's dense peaks and HBM3 bandwidth.\nSquares: the most each "
+             "kernel could do at its intensity on the FP32 pipes; computed, not measured.",
+             fontsize=7, color=GREY, linespacing=1.4)
+    fig.tight_layout(rect=(0, 0.05, 1, 1))
+    return save(fig, "roofline_h100")
+
+
+# ---- host and GPU over time -----------------------------------------------------
+def timelines():
+    fig, axes = plt.subplots(2, 1, figsize=(8.4, 4.6), sharex=True,
+                             gridspec_kw={"height_ratios": [1.35, 1]})
+    kernels = [1.6, 0.7, 2.2, 1.1, 0.5, 1.8, 0.9, 1.4]
+    launch, notice = 0.18, 0.22
+    for ax, title in zip(axes, ("Chapters 00-02: the host waits after every launch",
+                                "Chapter 03: the host queues launches and does not wait")):
+        ax.set_ylim(-0.9 if ax is axes[0] else -0.1, 2.3)
+        ax.set_yticks([0.5, 1.6], ["GPU", "CPU (host)"])
+        ax.set_title(title, fontsize=9.5, loc="left", fontweight="bold")
+        for side in ("top", "right", "left", "bottom"):
+            ax.spines[side].set_visible(False)
+        ax.tick_params(axis="y", length=0)
+        ax.set_xticks([])
+    # chapter 02
+    ax = axes[0]
+    t = 0.2
+    for i, k in enumerate(kernels):
+        ax.add_patch(patches.Rectangle((t, 1.35), launch, 0.5, facecolor=HOST, edgecolor="white"))
+        start = t + launch
+        ax.add_patch(patches.Rectangle((start, 0.25), k, 0.5, facecolor=KERNEL, edgecolor="white"))
+        ax.add_patch(patches.Rectangle((start, 1.35), k + notice, 0.5, facecolor=WAIT,
+                                       edgecolor="white", alpha=0.55))
+        end = start + k
+        if i < len(kernels) - 1:
+            ax.add_patch(patches.Rectangle((end, 0.25), notice + launch, 0.5, facecolor=IDLE,
+                                           edgecolor="#bbbbbb", hatch="xx", lw=0.5))
+        t = end + notice
+        if t > 11.6:
+            break
+    ax.annotate("GPU idle: the host notices the kernel is done,\nlaunches the next, and it starts",
+                xy=(0.2 + launch + kernels[0] + 0.2, 0.3), xytext=(2.6, -0.2), fontsize=7.5,
+                color=INK, va="top", arrowprops={"arrowstyle": "-|>", "lw": 0.7, "color": GREY,
+                                                  "mutation_scale": 7})
+    # chapter 03
+    ax = axes[1]
+    t = 0.2
+    gpu_free = 0.2
+    for i, k in enumerate(kernels + kernels[:4]):
+        ax.add_patch(patches.Rectangle((t, 1.35), launch, 0.5, facecolor=HOST, edgecolor="white"))
+        start = max(t + launch, gpu_free)
+        if start < 12:
+            ax.add_patch(patches.Rectangle((start, 0.25), min(k, 12 - start), 0.5,
+                                           facecolor=KERNEL, edgecolor="white"))
+        gpu_free = start + k
+        t += launch
+    ax.text(t + 0.15, 1.6, "the host is ahead: it prepares the next batch\nwhile the queue "
+            "keeps the GPU busy", fontsize=7.5, color=INK, va="center")
+    ax.set_xlim(0, 12)
+    axes[1].set_xlabel("time (not to scale)", fontsize=8.5, color=GREY)
+    legend = [patches.Patch(facecolor=HOST, label="launch (queue a kernel)"),
+              patches.Patch(facecolor=WAIT, alpha=0.55, label="host waits"),
+              patches.Patch(facecolor=KERNEL, label="kernel runs"),
+              patches.Patch(facecolor=IDLE, edgecolor="#bbbbbb", hatch="xx", label="GPU idle")]
+    fig.legend(handles=legend, loc="lower center", ncol=4, frameon=False, fontsize=8)
+    fig.tight_layout(rect=(0, 0.06, 1, 1))
+    return save(fig, "timelines")
+
+
+def main():
+    written = []
+    written += float_formats("tf32")
+    written += float_formats("bf16")
+    written += warp_per_row()
+    written += roofline()
+    written += timelines()
+    if written:
+        print("figures: wrote " + ", ".join(written))
+    else:
+        print("figures: book/figures/ is up to date")
+
+
+if __name__ == "__main__":
+    main()
