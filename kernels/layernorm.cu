@@ -99,19 +99,12 @@ extern "C" size_t layernorm_backward_scratch_floats(int B, int T, int C) {
     return 2 * (size_t)num_chunks(B * T) * C;
 }
 
-extern "C" void layernorm_backward_v1(const GpuContext *ctx, floatX *dinp, floatX *dweight,
-                                      floatX *dbias, float *scratch, const floatX *dout,
-                                      const floatX *inp, const floatX *weight, const float *mean,
-                                      const float *rstd, int B, int T, int C) {
-    // ANCHOR: layernorm_dinp_launch
-    const int BT = B * T, chunks = num_chunks(BT);
-    const int threads = 256, rows_per_block = threads / WARP_SIZE;
-    layernorm_backward_dinp_kernel_v1<<<blocks_for(BT, rows_per_block), threads, 0,
-                                        ctx->stream>>>(dinp, dout, inp, weight, mean, rstd, BT,
-                                                       C);
-    gpu_check_launch(ctx, "layernorm_backward_dinp_kernel_v1");
-    // ANCHOR_END: layernorm_dinp_launch
-
+// dweight and dbias += their column sums over the B*T rows: per-chunk
+// partials into scratch, then the chunks added in order (v1 and v2 share it).
+static void launch_param_grads(const GpuContext *ctx, floatX *dweight, floatX *dbias,
+                               float *scratch, const floatX *dout, const floatX *inp,
+                               const float *mean, const float *rstd, int BT, int C) {
+    const int chunks = num_chunks(BT), threads = 256;
     float *partial_dw = scratch, *partial_db = scratch + (size_t)chunks * C;
     dim3 grid(blocks_for(C, LN_COLS), chunks), block(LN_COLS, LN_ROW_LANES);
     layernorm_backward_params_partial_kernel_v1<<<grid, block, 0, ctx->stream>>>(
@@ -121,6 +114,22 @@ extern "C" void layernorm_backward_v1(const GpuContext *ctx, floatX *dinp, float
                                                  ctx->stream>>>(dweight, dbias, partial_dw,
                                                                 partial_db, chunks, C);
     gpu_check_launch(ctx, "layernorm_backward_params_reduce_kernel_v1");
+}
+
+extern "C" void layernorm_backward_v1(const GpuContext *ctx, floatX *dinp, floatX *dweight,
+                                      floatX *dbias, float *scratch, const floatX *dout,
+                                      const floatX *inp, const floatX *weight, const float *mean,
+                                      const float *rstd, int B, int T, int C) {
+    // ANCHOR: layernorm_dinp_launch
+    const int BT = B * T;
+    const int threads = 256, rows_per_block = threads / WARP_SIZE;
+    layernorm_backward_dinp_kernel_v1<<<blocks_for(BT, rows_per_block), threads, 0,
+                                        ctx->stream>>>(dinp, dout, inp, weight, mean, rstd, BT,
+                                                       C);
+    gpu_check_launch(ctx, "layernorm_backward_dinp_kernel_v1");
+    // ANCHOR_END: layernorm_dinp_launch
+
+    launch_param_grads(ctx, dweight, dbias, scratch, dout, inp, mean, rstd, BT, C);
 }
 
 // ---- chapter 04 ------------------------------------------------------------------
@@ -196,7 +205,7 @@ extern "C" void layernorm_backward_v2(const GpuContext *ctx, floatX *dinp, float
                                       const floatX *inp, const floatX *weight, const float *mean,
                                       const float *rstd, int B, int T, int C) {
     layernorm_check_vector_width(C, "layernorm_backward_v2");
-    const int BT = B * T, chunks = num_chunks(BT);
+    const int BT = B * T;
     const int threads = 256, rows_per_block = threads / WARP_SIZE;
     layernorm_backward_dinp_kernel_v2<<<blocks_for(BT, rows_per_block), threads, 0,
                                         ctx->stream>>>(dinp, dout, inp, weight, mean, rstd, BT,
@@ -204,13 +213,5 @@ extern "C" void layernorm_backward_v2(const GpuContext *ctx, floatX *dinp, float
     gpu_check_launch(ctx, "layernorm_backward_dinp_kernel_v2");
     // The parameter gradients: v1's kernels, whose warps already read 32
     // consecutive channels of a row, and which were never the slow part.
-    float *partial_dw = scratch, *partial_db = scratch + (size_t)chunks * C;
-    dim3 grid(blocks_for(C, LN_COLS), chunks), block(LN_COLS, LN_ROW_LANES);
-    layernorm_backward_params_partial_kernel_v1<<<grid, block, 0, ctx->stream>>>(
-        partial_dw, partial_db, dout, inp, mean, rstd, BT, C);
-    gpu_check_launch(ctx, "layernorm_backward_params_partial_kernel_v1");
-    layernorm_backward_params_reduce_kernel_v1<<<blocks_for(C, threads), threads, 0,
-                                                 ctx->stream>>>(dweight, dbias, partial_dw,
-                                                                partial_db, chunks, C);
-    gpu_check_launch(ctx, "layernorm_backward_params_reduce_kernel_v1");
+    launch_param_grads(ctx, dweight, dbias, scratch, dout, inp, mean, rstd, BT, C);
 }
