@@ -346,7 +346,7 @@ demo-01-rounding: $(BUILD)/demos/tf32_rounding
 $(BUILD)/demos/tf32_rounding: $(BUILD)/obj/chapters/01_tensor_cores/tf32_rounding.o $(LIBKERNELS) \
                               $(LIBCOMMON)
 	@mkdir -p $(dir $@)
-	$(NVCC) $(CUDA_ARCH) $^ -o $@ -lcublas -lgomp
+	$(NVCC) $(CUDA_ARCH) $^ -o $@ -lcublasLt -lcublas -lgomp
 
 gpu-tests-run: $(DEMOS)
 
