@@ -197,6 +197,13 @@ Test(checkpoint, missing_file) {
     assert_fails_with(read_checkpoint(path, err), err, path, "cannot open", NULL);
 }
 
+Test(checkpoint, a_directory_is_named_as_one) {
+    const char *path = tmp_path("model_dir.bin");
+    cr_assert_eq(mkdir(path, 0755), 0);
+    char err[ERR_LEN];
+    assert_fails_with(read_checkpoint(path, err), err, path, "is a directory", NULL);
+}
+
 Test(checkpoint, extra_trailing_bytes) {
     GPT2Config cfg = tiny_config(1, 0);
     const char *path = write_good_checkpoint(&cfg);

@@ -324,6 +324,14 @@ Test(debug_state, missing_file) {
     assert_fails_with(read_state(path, &cfg, err), err, path, "cannot open", NULL);
 }
 
+Test(debug_state, a_directory_is_named_as_one) {
+    GPT2Config cfg = tiny_config(0, 1);
+    const char *path = tmp_path("state_dir.bin");
+    cr_assert_eq(mkdir(path, 0755), 0);
+    char err[ERR_LEN];
+    assert_fails_with(read_state(path, &cfg, err), err, path, "is a directory", NULL);
+}
+
 Test(debug_state, extra_trailing_bytes) {
     GPT2Config cfg = tiny_config(1, 0);
     const char *path = write_good_state(&cfg);

@@ -474,6 +474,17 @@ Test(tokenizer, bad_encoder_json_is_an_error_naming_the_file) {
     free(real);
 }
 
+Test(tokenizer, a_directory_for_a_file_is_named_as_one) {
+    const Scratch *s = scratch_init();
+    expect_load_error(s->dir, bpe_path, s->dir, "is a directory");
+    expect_load_error(encoder_path, s->dir, s->dir, "is a directory");
+    char err[ERR_LEN];
+    size_t len;
+    cr_assert_null(read_file(s->dir, &len, err));
+    cr_assert(strstr(err, "is a directory"), "%s", err);
+    rmdir(s->dir);
+}
+
 // Writes the real vocab.bpe with line `line` (1-based) replaced by `text`
 // (or with everything from that line on dropped, when text is NULL).
 static void write_bpe_with(const char *path, const char *real, size_t len, int line,
