@@ -53,7 +53,7 @@ CPU_TEST_SRCS := $(wildcard tests/cpu/*.c)
 CPU_TEST_OBJS := $(CPU_TEST_SRCS:%.c=$(BUILD)/obj/%.o)
 CPU_TESTS     := $(BUILD)/tests/cpu_tests
 
-.PHONY: all deps data run train bench test test-cpu test-gpu gpu-tests-run bench-tokenizer clean
+.PHONY: all deps data run train bench test test-cpu test-gpu test-shell gpu-tests-run bench-tokenizer clean
 all: $(PROGRAMS)
 
 deps:
@@ -152,6 +152,7 @@ bench: $(BUILD)/train_gpt2_fp32 $(BUILD)/train_gpt2_bf16 $(SHAKESPEARE)
 # (what actually ran) is the last word.
 test: deps
 	@if [ -n "$(GPU_TEST_SRCS)" ]; then $(MAKE) --no-print-directory gpu-tests-run; fi
+	@$(MAKE) --no-print-directory test-shell
 	@$(MAKE) --no-print-directory test-cpu
 
 # Criterion's summary does not count skipped tests, so list them: without a
@@ -170,6 +171,11 @@ test-gpu: $(GPU_TESTS)
 test-cpu: $(CPU_TESTS) $(PROGRAMS) $(SHAKESPEARE)
 	@# Criterion runs tests in parallel; one OpenMP thread each avoids oversubscription.
 	OMP_NUM_THREADS=1 DATA_DIR=$(DATA) $(CPU_TESTS) --jobs 2
+
+# tests/shell/: the set-up scripts' own tests (bash; tests/shell/lib.sh).
+SHELL_TESTS := $(wildcard tests/shell/test_*.sh)
+test-shell:
+	@for t in $(SHELL_TESTS); do bash $$t || exit 1; done
 
 # Tokenizer throughput on TinyShakespeare (target: >= 5 MB/s on one core).
 bench-tokenizer: $(BUILD)/tokenizer $(RAW_FILES)
