@@ -447,3 +447,73 @@ gpu-tests-run test-gpu: $(GPU_TESTS_BF16)
 
 -include $(shell find $(BF16_OBJ) -name '*.d' 2>/dev/null)
 # ---- end of the bf16 build -------------------------------------------------
+
+# ---- fuzzing ---------------------------------------------------------------
+# tests/fuzz/fuzz_NAME.c: a libFuzzer harness for each reader (checkpoint,
+# shard, debug state, training state, encoder.json, vocab.bpe, encode,
+# decode), built with clang, ASan and UBSan into build/fuzz/fuzz_NAME with
+# the few common/ files the readers need, compiled the same way.
+#   make fuzz        each harness for FUZZ_RUNS executions (default 1M)
+#   make fuzz-smoke  a short pass of each, FUZZ_SMOKE_SECONDS at most (CI);
+#                    skipped, saying so, without clang
+# Each starts from a valid file written by our writers (build/fuzz/seeds/,
+# tests/fuzz/make_seeds.c) and from tests/fuzz/corpus/NAME/: hand-made seeds
+# and every input that once failed, kept as a regression test. New inputs go
+# to build/fuzz/corpus/NAME/; a failing one to build/fuzz/crash-NAME-*.
+FUZZ_CC     ?= clang
+FUZZ_RUNS   ?= 1000000
+FUZZ_SMOKE_RUNS ?= 20000
+FUZZ_SMOKE_SECONDS ?= 10
+FUZZ_NAMES  := $(patsubst tests/fuzz/fuzz_%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
+FUZZ_BINS   := $(FUZZ_NAMES:%=$(BUILD)/fuzz/fuzz_%)
+FUZZ_LIB_SRCS := common/binfile.c common/checkpoint.c common/debug_state.c common/gpt2_config.c \
+                 common/pretokenize.c common/shard.c common/tokenizer.c common/train_state.c \
+                 common/util.c
+FUZZ_LIB_OBJS := $(FUZZ_LIB_SRCS:%.c=$(BUILD)/fuzz/obj/%.o)
+FUZZ_SAN    := -fsanitize=address,undefined -fno-sanitize-recover=undefined
+FUZZ_CFLAGS := -O1 -g -std=c11 -Wall -Wextra -Wshadow $(WERROR) -Icommon -Itests/fuzz -MMD -MP \
+               $(FUZZ_SAN)
+HAVE_FUZZ_CC = $(shell command -v $(FUZZ_CC) >/dev/null 2>&1 && echo 1)
+.PHONY: fuzz fuzz-smoke fuzz-build
+
+$(BUILD)/fuzz/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
+
+$(BUILD)/fuzz/fuzz_%: $(BUILD)/fuzz/obj/tests/fuzz/fuzz_%.o $(FUZZ_LIB_OBJS)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer $^ -o $@ -lutf8proc -lm
+
+$(BUILD)/fuzz/make_seeds: $(BUILD)/obj/tests/fuzz/make_seeds.o $(LIBCOMMON)
+	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+
+fuzz-build: $(FUZZ_BINS) $(BUILD)/fuzz/make_seeds $(RAW_FILES)
+	@$(BUILD)/fuzz/make_seeds $(BUILD)/fuzz/seeds
+
+# fuzz_run RUNS SECONDS: every harness, one after another, for RUNS
+# executions or SECONDS (0: no limit), whichever comes first; stops at the
+# first failure. (encoder_json is the slow one: every input that parses
+# allocates a vocabulary of 50257 entries.)
+define fuzz_run
+	@for name in $(FUZZ_NAMES); do \
+	  mkdir -p $(BUILD)/fuzz/corpus/$$name; \
+	  start=$$(date +%s); \
+	  $(BUILD)/fuzz/fuzz_$$name -runs=$(1) -max_total_time=$(2) \
+	    -artifact_prefix=$(BUILD)/fuzz/crash-$$name- $(BUILD)/fuzz/corpus/$$name \
+	    $(wildcard $(BUILD)/fuzz/seeds/$$name) $$(ls -d tests/fuzz/corpus/$$name 2>/dev/null) \
+	    > $(BUILD)/fuzz/$$name.log 2>&1 \
+	    || { tail -30 $(BUILD)/fuzz/$$name.log; echo "fuzz: $$name FAILED (log: $(BUILD)/fuzz/$$name.log)"; exit 1; }; \
+	  echo "fuzz: $$name: clean, $$(grep -o 'Done [0-9]* runs' $(BUILD)/fuzz/$$name.log) in $$(( $$(date +%s) - start )) s"; \
+	done
+endef
+
+fuzz:
+	@if [ "$(HAVE_FUZZ_CC)" != 1 ]; then echo "fuzz: $(FUZZ_CC) not found: libFuzzer needs clang (make deps)"; exit 1; fi
+	@$(MAKE) --no-print-directory fuzz-build
+	$(call fuzz_run,$(FUZZ_RUNS),0)
+
+fuzz-smoke:
+	@if [ "$(HAVE_FUZZ_CC)" != 1 ]; then echo "fuzz-smoke: $(FUZZ_CC) not found: fuzzing SKIPPED"; exit 0; fi
+	@$(MAKE) --no-print-directory fuzz-build
+	$(call fuzz_run,$(FUZZ_SMOKE_RUNS),$(FUZZ_SMOKE_SECONDS))
+
+-include $(shell find $(BUILD)/fuzz/obj -name '*.d' 2>/dev/null)
