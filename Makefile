@@ -43,7 +43,9 @@ LIBKERNELS  := $(BUILD)/libkernels.a
 CUDA_LIBS   := -L$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lcudart -lstdc++ -ldl -lpthread -lrt
 
 # tests/gpu/: Criterion tests that call the kernels; they skip without a GPU.
-# (*_bf16.c files are for the bf16 build only: see the bf16 block.)
+# Every file is built into both builds' test binaries, but *_bf16.c files
+# into the bf16 one only and *_fp32.c files into the fp32 one only (the bf16
+# block below).
 GPU_TEST_SRCS := $(filter-out %_bf16.c,$(wildcard tests/gpu/*.c))
 GPU_TEST_OBJS := $(GPU_TEST_SRCS:%.c=$(BUILD)/obj/%.o)
 GPU_TESTS     := $(BUILD)/tests/gpu_tests
@@ -161,12 +163,15 @@ gpu-tests-run: $(GPU_TESTS)
 	set -o pipefail; $(GPU_TESTS) --jobs 1 --verbose 2>&1 | grep -v '^\[RUN \]'
 	set -o pipefail; $(GPU_TESTS_BF16) --jobs 1 --verbose 2>&1 | grep -v '^\[RUN \]'
 
-# On a GPU machine: every GPU test, then compute-sanitizer over the kernel tests.
+# On a GPU machine: every GPU test of both builds, then compute-sanitizer's
+# memcheck and racecheck over both builds' kernel and exercise tests.
+SANITIZED_TESTS := '@(kernels|exercise)*/*'
 test-gpu: $(GPU_TESTS)
 	$(GPU_TESTS) --jobs 1
 	$(GPU_TESTS_BF16) --jobs 1
-	compute-sanitizer --tool memcheck --error-exitcode 1 $(GPU_TESTS) --jobs 1 --filter '@(kernels|exercise)*/*'
-	compute-sanitizer --tool racecheck --error-exitcode 1 $(GPU_TESTS) --jobs 1 --filter '@(kernels|exercise)*/*'
+	for t in $(GPU_TESTS) $(GPU_TESTS_BF16); do for tool in memcheck racecheck; do \
+	  compute-sanitizer --tool $$tool --error-exitcode 1 $$t --jobs 1 --filter $(SANITIZED_TESTS) \
+	    || exit 1; done; done
 
 test-cpu: $(CPU_TESTS) $(PROGRAMS) $(SHAKESPEARE)
 	@# Criterion runs tests in parallel; one OpenMP thread each avoids oversubscription.
@@ -174,7 +179,7 @@ test-cpu: $(CPU_TESTS) $(PROGRAMS) $(SHAKESPEARE)
 
 # tests/shell/: the set-up scripts' own tests (bash; tests/shell/lib.sh).
 SHELL_TESTS := $(wildcard tests/shell/test_*.sh)
-test-shell:
+test-shell: $(PROGRAMS) $(SHAKESPEARE)
 	@for t in $(SHELL_TESTS); do bash $$t || exit 1; done
 
 # Tokenizer throughput on TinyShakespeare (target: >= 5 MB/s on one core).
@@ -264,6 +269,7 @@ test-exercises: $(EXERCISE_GPU_TESTS) $(EXERCISE_CPU_TESTS)
 	fi; \
 	read -r ch ex filter tests <<< "$$row"; \
 	bin=$(EXERCISE_GPU_TESTS); [ "$$tests" = cpu ] && bin=$(EXERCISE_CPU_TESTS); \
+	[ "$$tests" = bf16 ] && bin=$(EXERCISE_GPU_TESTS_BF16); \
 	if [ "$$tests" != cpu ] && ! $(EXERCISE_HAVE_GPU); then \
 	  $$bin --filter "$$filter" --verbose 2>&1 | grep '^\[SKIP\].*no CUDA device'; \
 	  echo "test-exercises: no GPU here: the tests of exercise $$ex were SKIPPED, nothing was checked"; \
@@ -289,6 +295,7 @@ check-exercises: check-exercises-generated $(GPU_TESTS) $(EXERCISE_GPU_TESTS) $(
 	while read -r ch ex filter tests; do \
 	  case "$$ch" in '#'* | '') continue ;; esac; \
 	  if [ "$$tests" = cpu ]; then sol=$(CPU_TESTS); exe=$(EXERCISE_CPU_TESTS); \
+	  elif [ $$gpu = 1 ] && [ "$$tests" = bf16 ]; then sol=$(GPU_TESTS_BF16); exe=$(EXERCISE_GPU_TESTS_BF16); \
 	  elif [ $$gpu = 1 ]; then sol=$(GPU_TESTS); exe=$(EXERCISE_GPU_TESTS); \
 	  else \
 	    echo "check-exercises: $$ex: generated and built; no GPU here, so running its tests"; \
@@ -326,9 +333,9 @@ demo-01: $(BUILD)/demos/gemm_shapes
 	@if $(EXERCISE_HAVE_GPU); then $< $(DEMO_CSV); else echo "demo-01: no GPU here: built $<, not run"; fi
 
 $(BUILD)/demos/gemm_shapes: $(BUILD)/obj/chapters/01_tensor_cores/gemm_shapes.o \
-                            $(BUILD)/lib$(EXERCISE_DIR).a $(LIBKERNELS)
+                            $(BUILD)/lib$(EXERCISE_DIR).a $(LIBKERNELS) $(LIBCOMMON)
 	@mkdir -p $(dir $@)
-	$(NVCC) $(CUDA_ARCH) $^ -o $@ -lcublas
+	$(NVCC) $(CUDA_ARCH) $^ -o $@ -lcublasLt -lcublas -lgomp
 
 gpu-tests-run: $(DEMOS)
 
@@ -391,20 +398,18 @@ book-test:
 
 # ---- bf16 build ----------------------------------------------------------
 # Chapter 02 on: the trainer with bf16 storage (kernels/precision.h, floatX).
-# Every kernel and every CUDA solution is compiled a second time with
-# -DPRECISION_BF16, and so are the host files that touch floatX (the
-# COMMON_FLOATX_SRCS and the trainer's main); everything else in common/ is
-# shared with the fp32 build. The objects go to build/obj_bf16/:
+# Everything is compiled a second time with -DPRECISION_BF16: all of common/
+# (a rule that cannot forget a file that touches floatX), every kernel,
+# every CUDA solution and exercise, and the GPU tests. The objects go to
+# build/obj_bf16/:
+#   common/    -> build/libcommon_bf16.a
 #   kernels/   -> build/libkernels_bf16.a
 #   solutions/ -> build/libsolutions_bf16.a (exercises/ -> build/libexercises_bf16.a)
-#   common/    -> build/libcommon_bf16.a: libcommon's objects, with the
-#                 COMMON_FLOATX_SRCS' bf16 objects in place of their fp32 ones
-#   -> build/train_gpt2_bf16, and the model-level GPU tests, compiled for bf16,
-#      -> build/tests/gpu_tests_bf16 (tests/gpu/test_model_parity.c and the
-#      tests/gpu/*_bf16.c files; the kernel tests are the fp32 build's).
-# The C solutions (bf16.c) do not depend on floatX: both builds share them.
+#   -> build/train_gpt2_bf16, and the GPU tests, every tests/gpu/ file but the
+#      *_fp32.c ones, -> build/tests/gpu_tests_bf16
+# The C solutions (bf16.c, loss_scaler.c, loss_readback.c) do not depend on
+# floatX: both builds share them.
 BF16_OBJ            := $(BUILD)/obj_bf16
-COMMON_FLOATX_SRCS  := common/gpt2_gpu.c common/train_gpu.c common/check_state.c
 LIBCOMMON_BF16      := $(BUILD)/libcommon_bf16.a
 LIBKERNELS_BF16     := $(BUILD)/libkernels_bf16.a
 LIBSOLUTIONS_BF16   := $(BUILD)/libsolutions_bf16.a
@@ -412,11 +417,11 @@ LIBEXERCISES_BF16   := $(BUILD)/libexercises_bf16.a
 KERNEL_OBJS_BF16    := $(KERNEL_SRCS:%.cu=$(BF16_OBJ)/%.o)
 SOLUTION_OBJS_BF16  := $(patsubst %.cu,$(BF16_OBJ)/%.o,$(wildcard solutions/*/*.cu)) $(SOLUTION_C_OBJS)
 EXERCISE_OBJS_BF16  := $(patsubst %.cu,$(BF16_OBJ)/%.o,$(wildcard exercises/*/*.cu)) $(EXERCISE_C_OBJS)
-COMMON_OBJS_BF16    := $(filter-out $(COMMON_FLOATX_SRCS:%.c=$(BUILD)/obj/%.o),$(COMMON_OBJS)) \
-                       $(COMMON_FLOATX_SRCS:%.c=$(BF16_OBJ)/%.o)
-GPU_TEST_SRCS_BF16  := tests/gpu/test_model_parity.c $(wildcard tests/gpu/*_bf16.c)
+COMMON_OBJS_BF16    := $(COMMON_SRCS:%.c=$(BF16_OBJ)/%.o)
+GPU_TEST_SRCS_BF16  := $(filter-out %_fp32.c,$(wildcard tests/gpu/*.c))
 GPU_TEST_OBJS_BF16  := $(GPU_TEST_SRCS_BF16:%.c=$(BF16_OBJ)/%.o)
 GPU_TESTS_BF16      := $(BUILD)/tests/gpu_tests_bf16
+EXERCISE_GPU_TESTS_BF16 := $(BUILD)/exercises/tests/gpu_tests_bf16
 
 $(BF16_OBJ)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -439,14 +444,43 @@ $(BUILD)/train_gpt2_bf16: $(BF16_OBJ)/common/train_gpt2.o $(LIBKERNELS_BF16) \
 	$(CC) $(CFLAGS) -Wl,--start-group $^ -Wl,--end-group -o $@ $(CUDA_LIBS) $(LDLIBS)
 
 $(GPU_TESTS_BF16): $(GPU_TEST_OBJS_BF16) $(LIBKERNELS_BF16) $(LIBSOLUTIONS_BF16) $(LIBCOMMON_BF16)
+$(EXERCISE_GPU_TESTS_BF16): $(GPU_TEST_OBJS_BF16) $(LIBKERNELS_BF16) $(LIBEXERCISES_BF16) \
+                            $(LIBCOMMON_BF16)
+$(GPU_TESTS_BF16) $(EXERCISE_GPU_TESTS_BF16):
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Wl,--start-group $^ -Wl,--end-group -o $@ -lcriterion $(CUDA_LIBS) $(LDLIBS)
 
 # `make test` (gpu-tests-run) and `make test-gpu` run them after the fp32 ones.
 gpu-tests-run test-gpu: $(GPU_TESTS_BF16)
+test-exercises check-exercises: $(EXERCISE_GPU_TESTS_BF16)
 
 -include $(shell find $(BF16_OBJ) -name '*.d' 2>/dev/null)
 # ---- end of the bf16 build -------------------------------------------------
+
+# ---- the kernel lab (after the bf16 build, whose libraries it links) -------
+# tools/kernel_lab/: every version of every kernel family, checked against the
+# CPU reference and timed at GPT-2 124M's shapes (tools/kernel_lab/lab.h), in
+# both builds: build/kernel_lab_fp32 and build/kernel_lab_bf16. `make
+# kernel-bench` runs both into results/<gpu>/kernels.csv (LAB_CSV=path
+# elsewhere); needs a GPU.
+LAB_SRCS := $(wildcard tools/kernel_lab/*.c)
+LABS     := $(BUILD)/kernel_lab_fp32 $(BUILD)/kernel_lab_bf16
+.PHONY: kernel-bench
+$(BUILD)/kernel_lab_fp32: $(LAB_SRCS:%.c=$(BUILD)/obj/%.o) $(LIBKERNELS) $(LIBSOLUTIONS) $(LIBCOMMON)
+$(BUILD)/kernel_lab_bf16: $(LAB_SRCS:%.c=$(BUILD)/obj_bf16/%.o) $(LIBKERNELS_BF16) \
+                          $(LIBSOLUTIONS_BF16) $(LIBCOMMON_BF16)
+$(LABS):
+	$(CC) $(CFLAGS) -Wl,--start-group $^ -Wl,--end-group -o $@ $(CUDA_LIBS) $(LDLIBS)
+
+kernel-bench: $(LABS)
+	@if ! $(EXERCISE_HAVE_GPU); then echo "kernel-bench: no GPU here: built $(LABS), not run"; exit 1; fi
+	@gpu=$$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | \
+	        grep -oiE 'H100|H200|A100|L40S|L4' | head -1 | tr 'A-Z' 'a-z'); \
+	csv=$${LAB_CSV:-results/$${gpu:-gpu}/kernels.csv}; mkdir -p $$(dirname $$csv); rm -f $$csv; \
+	$(BUILD)/kernel_lab_fp32 --csv $$csv && $(BUILD)/kernel_lab_bf16 --csv $$csv && \
+	echo "kernel-bench: wrote $$csv"
+
+gpu-tests-run: $(LABS)
 
 # ---- fuzzing ---------------------------------------------------------------
 # tests/fuzz/fuzz_NAME.c: a libFuzzer harness for each reader (checkpoint,

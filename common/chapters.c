@@ -5,42 +5,59 @@
 #include <stdio.h>
 #include <string.h>
 
-// The table. Adding a chapter is adding a row here and its field in
-// Optimizations, plus an entry in SWITCHES.
+#include "util.h"
+
+// The tables. Adding a chapter is a row in each (none in SWITCHES when the
+// chapter changes the build, as 02 does), its field in Optimizations, and its
+// line in gpu_ops_select() or apply_model_switches().
 // ANCHOR: chapter_table
 static const Chapter CHAPTERS[] = {
-    {0, "00_baseline", "The FP32 baseline", NULL, "fp32"},
-    {1, "01_tensor_cores", "Tensor cores (TF32)", "tensor-cores", "fp32"},
+    {0, "00_baseline", "The FP32 baseline", "fp32"},
+    {1, "01_tensor_cores", "Tensor cores (TF32)", "fp32"},
     // Chapter 02's change is the build: bf16 storage (kernels/precision.h).
-    // Its switch is none; tensor-cores stays on (bf16 GEMMs use them anyway).
-    {2, "02_mixed_precision", "Mixed precision (bf16)", NULL, "bf16"},
-    {3, "03_sync_avoidance", "Sync avoidance", "sync-avoidance", "bf16"},
+    {2, "02_mixed_precision", "Mixed precision (bf16)", "bf16"},
+    {3, "03_sync_avoidance", "Sync avoidance", "bf16"},
+    {4, "04_kernel_fusion", "Kernel fusion", "bf16"},
+};
+
+typedef struct {
+    Switch s;
+    size_t field;  // offsetof(Optimizations, ...)
+} SwitchRow;
+
+static const SwitchRow SWITCHES[] = {
+    // TF32 is how fp32 GEMMs use the tensor cores; bf16 GEMMs always do.
+    {{"tensor-cores", 1, "fp32"}, offsetof(Optimizations, tensor_cores)},
+    {{"sync-avoidance", 3, "any"}, offsetof(Optimizations, sync_avoidance)},
+    {{"kernel-fusion", 4, "bf16"}, offsetof(Optimizations, kernel_fusion)},
 };
 // ANCHOR_END: chapter_table
 #define NUM_CHAPTERS ((int)(sizeof CHAPTERS / sizeof CHAPTERS[0]))
-
-// Each switch's name and where its field lives.
-typedef struct {
-    const char *name;
-    size_t offset;
-} Switch;
-
-static const Switch SWITCHES[] = {
-    {"tensor-cores", offsetof(Optimizations, tensor_cores)},
-    {"sync-avoidance", offsetof(Optimizations, sync_avoidance)},
-};
 #define NUM_SWITCHES ((int)(sizeof SWITCHES / sizeof SWITCHES[0]))
 
-static int *field(Optimizations *o, const Switch *s) { return (int *)((char *)o + s->offset); }
-static int value_of(const Optimizations *o, const Switch *s) {
-    return *(const int *)((const char *)o + s->offset);
+static int *field_of(Optimizations *o, const SwitchRow *row) {
+    return (int *)((char *)o + row->field);
 }
 
+static const SwitchRow *row_of(const Switch *s) { return (const SwitchRow *)s; }
+
 int chapter_count(void) { return NUM_CHAPTERS; }
+int switch_count(void) { return NUM_SWITCHES; }
+const Switch *switch_get(int i) { return i >= 0 && i < NUM_SWITCHES ? &SWITCHES[i].s : NULL; }
+
+int switch_value(const Optimizations *o, const Switch *s) {
+    return *(const int *)((const char *)o + row_of(s)->field);
+}
 
 const Chapter *chapter_get(int number) {
     for (int i = 0; i < NUM_CHAPTERS; i++)
         if (CHAPTERS[i].number == number) return &CHAPTERS[i];
+    return NULL;
+}
+
+const Switch *chapter_switch(int number) {
+    for (int i = 0; i < NUM_SWITCHES; i++)
+        if (SWITCHES[i].s.chapter == number) return &SWITCHES[i].s;
     return NULL;
 }
 
@@ -50,41 +67,56 @@ int chapter_first_of_precision(const char *precision) {
     return -1;
 }
 
-static const Switch *find_switch(const char *name) {
+static const SwitchRow *find_switch(const char *name) {
     for (int i = 0; i < NUM_SWITCHES; i++)
-        if (!strcmp(SWITCHES[i].name, name)) return &SWITCHES[i];
+        if (!strcmp(SWITCHES[i].s.name, name)) return &SWITCHES[i];
     return NULL;
 }
 
 Optimizations chapter_optimizations(int number) {
     Optimizations o;
     memset(&o, 0, sizeof o);
-    for (int i = 0; i < NUM_CHAPTERS && CHAPTERS[i].number <= number; i++)
-        if (CHAPTERS[i].switch_name) *field(&o, find_switch(CHAPTERS[i].switch_name)) = 1;
+    for (int i = 0; i < NUM_SWITCHES; i++)
+        if (SWITCHES[i].s.chapter <= number) *field_of(&o, &SWITCHES[i]) = 1;
     return o;
 }
 
-int optimizations_apply_flag(Optimizations *o, const char *flag) {
+int optimizations_apply_flag(Optimizations *o, const char *flag, const char *precision,
+                             char *err) {
     if (strncmp(flag, "--", 2) != 0) return 0;
     const char *name = flag + 2;
     int value = 1;
     if (!strncmp(name, "no-", 3)) name += 3, value = 0;
-    const Switch *s = find_switch(name);
-    if (!s) return 0;
-    *field(o, s) = value;
+    const SwitchRow *row = find_switch(name);
+    if (!row) return 0;
+    if (strcmp(row->s.precision, "any") != 0 && strcmp(row->s.precision, precision) != 0)
+        return fail(err, "%s: a switch of the %s build (chapter %02d), and this trainer is "
+                         "built for %s, where it means nothing (see --list-chapters)",
+                    flag, row->s.precision, row->s.chapter, precision);
+    *field_of(o, row) = value;
     return 1;
 }
 
+// ANCHOR: apply_model_switches
+void apply_model_switches(const Optimizations *o, GPT2Config *cfg) {
+    // No chapter changes the model's shape yet: chapter 06 pads the
+    // vocabulary here, chapter 07 ties lm_head to wte.
+    (void)o, (void)cfg;
+}
+// ANCHOR_END: apply_model_switches
+
 void chapters_print_table(void) {
     printf("chapter  precision  switch             title\n");
-    for (int i = 0; i < NUM_CHAPTERS; i++)
+    for (int i = 0; i < NUM_CHAPTERS; i++) {
+        const Switch *s = chapter_switch(CHAPTERS[i].number);
         printf("%7d  %-9s  %-17s  %s\n", CHAPTERS[i].number, CHAPTERS[i].precision,
-               CHAPTERS[i].switch_name ? CHAPTERS[i].switch_name : "-", CHAPTERS[i].title);
+               s ? s->name : "-", CHAPTERS[i].title);
+    }
 }
 
 void optimizations_print(const Optimizations *o) {
     printf("optimizations:");
     for (int i = 0; i < NUM_SWITCHES; i++)
-        printf(" %s%s", value_of(o, &SWITCHES[i]) ? "+" : "-", SWITCHES[i].name);
+        printf(" %s%s", switch_value(o, &SWITCHES[i].s) ? "+" : "-", SWITCHES[i].s.name);
     printf("\n");
 }

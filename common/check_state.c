@@ -6,33 +6,11 @@
 #include <stdlib.h>
 
 #include "checkpoint.h"
+#include "compare.h"
 #include "debug_state.h"
 #include "gpt2_gpu.h"
 #include "tolerances.h"
 #include "util.h"
-
-Diff diff_tensors(const float *got, const float *ref, size_t n) {
-    Diff d = {0, 0, 0};
-    for (size_t i = 0; i < n; i++) {
-        double diff = fabs((double)got[i] - ref[i]);
-        if (diff > d.max_diff || isnan(diff)) d.max_diff = isnan(diff) ? INFINITY : diff, d.worst = i;
-        if (fabs(ref[i]) > d.max_ref) d.max_ref = fabs(ref[i]);
-    }
-    return d;
-}
-
-double cosine_similarity(const float *a, const float *b, size_t n) {
-    double ab = 0, aa = 0, bb = 0;
-    for (size_t i = 0; i < n; i++) {
-        ab += (double)a[i] * b[i];
-        aa += (double)a[i] * a[i];
-        bb += (double)b[i] * b[i];
-    }
-    if (aa == 0 && bb == 0) return 1.0;  // both zero: the same direction, nothing to compare
-    if (aa == 0 || bb == 0) return 0.0;
-    double c = ab / (sqrt(aa) * sqrt(bb));
-    return isnan(c) ? -INFINITY : c;
-}
 
 // One row of the report; returns 1 when the tensor is out of tolerance.
 static int report(const char *name, Diff d, double tol) {
@@ -50,15 +28,19 @@ static int report(const char *name, Diff d, double tol) {
 #define CHECK_TOL_LOGITS TOL_CHECK_LOGITS_BF16
 #define CHECK_TOL_LOSS TOL_CHECK_LOSS_BF16
 
-// A gradient's row: the largest difference for information, the cosine
-// similarity with the reference as the test.
+// A gradient's row: the largest difference for information; as the test,
+// the cosine similarity with the reference (the direction) and the ratio of
+// their norms (the size, which the cosine does not see: a gradient twice
+// too large has cosine 1).
 static int report_gradient(const char *name, const float *got, const float *ref, size_t n) {
     Diff d = diff_tensors(got, ref, n);
     double rel = d.max_ref > 0 ? d.max_diff / d.max_ref : d.max_diff;
-    double cos = cosine_similarity(got, ref, n);
-    int bad = !(cos >= TOL_CHECK_GRAD_COSINE_BF16);
-    printf("%-10s max|diff| %.3e  max|ref| %.3e  relative %.3e  cosine %.6f (at least %.3f) %s\n",
-           name, d.max_diff, d.max_ref, rel, cos, TOL_CHECK_GRAD_COSINE_BF16, bad ? "FAIL" : "ok");
+    double cos = cosine_similarity(got, ref, n), ratio = norm_ratio(got, ref, n);
+    int bad = !(cos >= TOL_CHECK_GRAD_COSINE_BF16) || !(fabs(ratio - 1) <= TOL_GRAD_NORM_RATIO);
+    printf("%-10s max|diff| %.3e  max|ref| %.3e  relative %.3e  cosine %.6f (at least %.3f)  "
+           "norm ratio %.5f (1 +- %.2f) %s\n",
+           name, d.max_diff, d.max_ref, rel, cos, TOL_CHECK_GRAD_COSINE_BF16, ratio,
+           TOL_GRAD_NORM_RATIO, bad ? "FAIL" : "ok");
     return bad;
 }
 #else
@@ -86,40 +68,40 @@ int check_state_run(const char *model_path, const char *state_path, const Optimi
 
     GpuContext ctx;
     gpu_context_init(&ctx, 0);
-    ctx.tensor_cores = optim->tensor_cores;
     GPT2Gpu model;
-    gpt2_gpu_init(&model, &ctx, &cfg, params, ds.B, ds.T);
-    if (gpt2_gpu_forward(&model, ds.x, ds.y, ds.B, ds.T, err)) die("%s: %s", state_path, err);
+    gpt2_gpu_init(&model, &ctx, &cfg, params, ds.B, ds.T, optim);
+    // Logits from a GPT2_LOSS pass: a GPT2_TRAIN one may overwrite them with
+    // their gradient (chapter 04's fused classifier). Ours keep V of each row.
+    if (gpt2_gpu_forward_tokens(&model, ds.x, ds.y, ds.B, ds.T, GPT2_LOSS, err))
+        die("%s: %s", state_path, err);
+    const size_t BT = (size_t)ds.B * ds.T, V = cfg.vocab_size;
+    float *ours = xmalloc(BT * V * sizeof(float));
+    gpt2_gpu_download_logits(&model, 0, BT, (int)V, ours);
+    if (gpt2_gpu_forward_tokens(&model, ds.x, ds.y, ds.B, ds.T, GPT2_TRAIN, err))
+        die("%s: %s", state_path, err);
     float loss = gpt2_gpu_read_loss(&model);
     gpt2_gpu_backward(&model);
 
-    // Logits: ours are (B,T,Vp); the state's are (B,T,V).
-    const size_t BT = (size_t)ds.B * ds.T, V = cfg.vocab_size, Vp = cfg.padded_vocab_size;
-    float *logits = xmalloc(BT * Vp * sizeof(float)), *ours = xmalloc(BT * V * sizeof(float));
-    gpt2_gpu_download_floatx(model.acts.logits, logits, BT * Vp);
-    for (size_t i = 0; i < BT; i++)
-        for (size_t j = 0; j < V; j++) ours[i * V + j] = logits[i * Vp + j];
     int bad = report("logits", diff_tensors(ours, ds.logits, BT * V), CHECK_TOL_LOGITS);
     bad |= report("loss", diff_tensors(&loss, &ds.loss, 1), CHECK_TOL_LOSS);
     printf("           ours %.6f, reference %.6f\n", loss, ds.loss);
 
-    // Gradients, tensor by tensor, in the state's (unpadded) layout.
+    // Gradients, tensor by tensor, the real rows only. The state's layout is
+    // the model's own (llm.c's: wte, and an untied lm_head, padded to Vp
+    // rows), so both buffers have each tensor at the same offset; the
+    // padding rows, which no token reaches, are not compared.
     float *grads = xmalloc(model.num_params * sizeof(float));
-    float *unpadded = xmalloc(debug_grads_size(&cfg) * sizeof(float));
     gpt2_gpu_download_floatx(model.grads, grads, model.num_params);
-    debug_grads_from_param_layout(&cfg, grads, unpadded);
-    size_t sizes[NUM_PARAM_TENSORS], offset = 0;
+    size_t sizes[NUM_PARAM_TENSORS], real[NUM_PARAM_TENSORS], offset = 0;
     debug_grad_sizes(&cfg, sizes);
+    debug_grad_real_sizes(&cfg, real);
     for (int t = 0; t < NUM_PARAM_TENSORS; t++) {
         if (sizes[t] == 0) continue;
-        bad |= report_gradient(gpt2_param_names[t], unpadded + offset, ds.grads + offset,
-                               sizes[t]);
+        bad |= report_gradient(gpt2_param_names[t], grads + offset, ds.grads + offset, real[t]);
         offset += sizes[t];
     }
     printf("check: %s\n", bad ? "FAILED" : "passed");
     free(grads);
-    free(unpadded);
-    free(logits);
     free(ours);
     free(params);
     debug_state_free(&ds);

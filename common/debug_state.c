@@ -24,7 +24,7 @@ void debug_grad_real_sizes(const GPT2Config *cfg, size_t sizes[NUM_PARAM_TENSORS
     gpt2_param_sizes(cfg, sizes);
     size_t real = (size_t)cfg->vocab_size * cfg->channels;
     sizes[0] = real;
-    if (!cfg->tied) sizes[LM_HEAD_INDEX] = real;
+    if (!cfg->tied) sizes[PARAM_LM_HEAD] = real;
 }
 
 // Where tensor t starts in a buffer whose tensors have these sizes.

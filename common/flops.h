@@ -23,4 +23,8 @@ double flops_per_token(const GPT2Config *cfg, int T);
 // the chapters share one yardstick.
 double peak_bf16_tflops(const char *device_name);
 
+// Memory bandwidth in TB/s (bytes read plus written per second) from the
+// same datasheets, for the rooflines of the kernel lab; 0 when unknown.
+double peak_hbm_tbps(const char *device_name);
+
 #endif

@@ -45,23 +45,23 @@ int gpt2_config_validate(const GPT2Config *c, char *err) {
 void gpt2_param_sizes(const GPT2Config *cfg, size_t sizes[NUM_PARAM_TENSORS]) {
     size_t Vp = cfg->padded_vocab_size, C = cfg->channels;
     size_t L = cfg->num_layers, T = cfg->max_seq_len;
-    sizes[0] = Vp * C;
-    sizes[1] = T * C;
-    sizes[2] = L * C;
-    sizes[3] = L * C;
-    sizes[4] = L * 3 * C * C;
-    sizes[5] = L * 3 * C;
-    sizes[6] = L * C * C;
-    sizes[7] = L * C;
-    sizes[8] = L * C;
-    sizes[9] = L * C;
-    sizes[10] = L * 4 * C * C;
-    sizes[11] = L * 4 * C;
-    sizes[12] = L * C * 4 * C;
-    sizes[13] = L * C;
-    sizes[14] = C;
-    sizes[15] = C;
-    sizes[16] = cfg->tied ? 0 : Vp * C;
+    sizes[PARAM_WTE] = Vp * C;
+    sizes[PARAM_WPE] = T * C;
+    sizes[PARAM_LN1W] = L * C;
+    sizes[PARAM_LN1B] = L * C;
+    sizes[PARAM_QKVW] = L * 3 * C * C;
+    sizes[PARAM_QKVB] = L * 3 * C;
+    sizes[PARAM_ATTPROJW] = L * C * C;
+    sizes[PARAM_ATTPROJB] = L * C;
+    sizes[PARAM_LN2W] = L * C;
+    sizes[PARAM_LN2B] = L * C;
+    sizes[PARAM_FCW] = L * 4 * C * C;
+    sizes[PARAM_FCB] = L * 4 * C;
+    sizes[PARAM_FCPROJW] = L * C * 4 * C;
+    sizes[PARAM_FCPROJB] = L * C;
+    sizes[PARAM_LNFW] = C;
+    sizes[PARAM_LNFB] = C;
+    sizes[PARAM_LM_HEAD] = cfg->tied ? 0 : Vp * C;
 }
 
 size_t gpt2_num_params(const GPT2Config *cfg) {
@@ -72,5 +72,11 @@ size_t gpt2_num_params(const GPT2Config *cfg) {
 }
 
 int gpt2_param_is_decayed(int i) {
-    return i == 0 || i == 1 || i == 4 || i == 6 || i == 10 || i == 12 || i == 16;
+    switch (i) {
+    case PARAM_WTE: case PARAM_WPE: case PARAM_QKVW: case PARAM_ATTPROJW: case PARAM_FCW:
+    case PARAM_FCPROJW: case PARAM_LM_HEAD:
+        return 1;
+    default:
+        return 0;
+    }
 }

@@ -34,8 +34,17 @@
 
 #include <stddef.h>
 
-#define NUM_PARAM_TENSORS 17  // the 16 of llm.c plus lm_head (empty when tied)
-#define LM_HEAD_INDEX 16
+// The tensors' indices, in the order above: the host code names a tensor
+// (params_of[PARAM_LNFW]), never its number.
+typedef enum {
+    PARAM_WTE, PARAM_WPE,
+    PARAM_LN1W, PARAM_LN1B, PARAM_QKVW, PARAM_QKVB, PARAM_ATTPROJW, PARAM_ATTPROJB,
+    PARAM_LN2W, PARAM_LN2B, PARAM_FCW, PARAM_FCB, PARAM_FCPROJW, PARAM_FCPROJB,
+    PARAM_LNFW, PARAM_LNFB,
+    PARAM_LM_HEAD,
+    NUM_PARAM_TENSORS  // 17: the 16 of llm.c plus lm_head (empty when tied)
+} ParamTensor;
+#define LM_HEAD_INDEX PARAM_LM_HEAD
 
 typedef struct {
     int max_seq_len;        // T_max: positions the model has embeddings for

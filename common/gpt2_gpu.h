@@ -1,5 +1,6 @@
 // gpt2_gpu.h: GPT-2 on the GPU: the same model as the CPU reference
-// (gpt2_cpu.h), layer for layer, with each layer a launcher from kernels/.
+// (gpt2_cpu.h), layer for layer, each layer a slot of the GpuOps table
+// (gpu_ops.h) that the chapter's switches filled.
 //
 // Built twice (kernels/precision.h): in the fp32 build floatX is float and
 // everything is fp32; in the bf16 build (chapter 02) the parameters, their
@@ -7,143 +8,139 @@
 // record are `master` (the weights) and m, v (AdamW's moments).
 //
 // Memory, all on the device:
-//   params, grads         one flat buffer each, num_params floatX, in
-//                         gpt2_config.h's order; params_of/grads_of point into them
-//   m, v                  AdamW's moments, num_params floats (fp32 in every build)
-//   master                the fp32 master weights, num_params floats: the bf16
-//                         build only (NULL in fp32, where params are fp32
-//                         already); AdamW updates them and rounds them into params
-//   acts                  what the backward pass needs, per layer, as on the CPU
-//                         (without the scores before the softmax, which the
-//                         attention kernels keep in scratch)
-//   grad buffers          ONE set of per-layer gradient buffers, reused by every
-//                         layer on the way back, and one running gradient of the
-//                         residual stream: what PyTorch's caching allocator ends
-//                         up doing for eager code
-//   scratch               one float buffer, as large as the largest kernel's need
-// Which activations stay fp32 in the bf16 build, and why: kernels/precision.h
-// (the layernorms' mean and rstd, the per-token losses and their gradients).
+//   params, grads   one flat buffer each, num_params floatX, in gpt2_config.h's
+//                   order; params_of/grads_of point into them
+//   m, v            AdamW's moments, num_params floats (fp32 in every build)
+//   master          the fp32 master weights, num_params floats: the bf16 build
+//                   only (NULL in fp32, where params are fp32 already); AdamW
+//                   updates them and rounds them into params
+//   acts            every activation and activation gradient: one table,
+//                   activations.h, sized by the switches
+//   scratch         one float buffer, as large as the largest kernel's need
 // Everything is allocated once, for the largest batch (B, T) the model will
-// see; forward passes of smaller batches (sampling) reuse the same buffers.
+// see; forward passes of smaller batches (sampling) use the front of the
+// same buffers.
 #ifndef GPT2_GPU_H
 #define GPT2_GPU_H
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
+#include "activations.h"
+#include "chapters.h"
 #include "encoder.h"
 #include "gpt2_config.h"
 #include "gpu_context.h"
+#include "gpu_ops.h"
 #include "optimizer.h"
 #include "precision.h"
 
-typedef struct {
-    floatX *encoded;                      // (B,T,C)
-    floatX *ln1;                          // (L,B,T,C)
-    float *ln1_mean, *ln1_rstd;           // (L,B,T), (L,B,T): fp32 in every build
-    floatX *qkv;                          // (L,B,T,3C)
-    floatX *atty;                         // (L,B,T,C)
-    floatX *att;                          // (L,B,NH,T,T)
-    floatX *attproj;                      // (L,B,T,C)
-    floatX *residual2;                    // (L,B,T,C)
-    floatX *ln2;
-    float *ln2_mean, *ln2_rstd;
-    floatX *fch, *fch_gelu;               // (L,B,T,4C)
-    floatX *fcproj;                       // (L,B,T,C)
-    floatX *residual3;                    // (L,B,T,C)
-    floatX *lnf;                          // (B,T,C)
-    float *lnf_mean, *lnf_rstd;           // (B,T), (B,T)
-    floatX *logits, *probs;               // (B,T,Vp)
-    float *losses;                        // (B,T): fp32 in every build
-} GpuActivations;
+// What a forward pass computes. Each mode does what the one before it does,
+// and more; a kernel may drop a buffer that only another mode needs.
+typedef enum {
+    GPT2_LOGITS,  // the logits (B,T,V), rows of stride logits_stride: sampling
+    GPT2_LOSS,    // and the per-token losses and their mean: validation
+    GPT2_TRAIN,   // and what the backward pass needs: training
+} Gpt2ForwardMode;
 
-// Gradients of the activations: one layer's worth, reused by every layer.
+// A batch of tokens on the host, ready to go up: the inputs, the targets,
+// and the inputs grouped by token for the embedding's backward pass
+// (encoder.h). In pageable memory (malloc) or, for chapter 03, pinned
+// memory (cudaMallocHost), which the copy engine reads by itself: see
+// gpt2_gpu_upload_batch.
 typedef struct {
-    floatX *residual;  // (B,T,C): d(loss)/d(the residual stream) at the current depth
-    floatX *ln;        // (B,T,C): of ln1 or ln2
-    floatX *qkv;       // (B,T,3C)
-    floatX *atty;      // (B,T,C)
-    floatX *fch, *fch_gelu;  // (B,T,4C)
-    floatX *lnf;       // (B,T,C)
-    floatX *logits;    // (B,T,Vp)
-    float *losses;     // (B,T): fp32 in every build
-} GpuGradBuffers;
+    int32_t *inputs, *targets;  // (B,T) each
+    EncoderBuckets buckets;
+    int pinned;
+} HostBatch;
+
+void host_batch_init(HostBatch *hb, int B, int T, int V, int pinned);
+void host_batch_free(HostBatch *hb);
 
 typedef struct {
     GPT2Config config;
     GpuContext *ctx;
+    Optimizations optim;  // the chapter's switches...
+    GpuOps ops;           // ...and the kernels they chose (gpu_ops_select)
     size_t param_sizes[NUM_PARAM_TENSORS];
     size_t num_params;
     floatX *params, *grads;  // what the forward and backward passes read and write
     float *m, *v;            // AdamW's moments
     float *master;           // fp32 master weights: the bf16 build only, else NULL
     floatX *params_of[NUM_PARAM_TENSORS], *grads_of[NUM_PARAM_TENSORS];
-    int max_B, max_T;    // the activations' capacity
-    int B, T;            // of the last forward
+    int max_B, max_T;        // the activations' capacity
+    int B, T;                // of the batch last uploaded
+    int has_targets;         // it came with targets
+    Gpt2ForwardMode last_mode;
     GpuActivations acts;
-    GpuGradBuffers d;
+    int logits_stride;       // of acts.logits' rows: Vp, or more (gpu_ops_logits_stride)
     float *scratch;
     size_t scratch_floats;
     int32_t *inputs, *targets;  // device, (B,T)
     int32_t *buckets;           // device, the encoder's positions grouped by token
-    EncoderBuckets host_buckets;  // gpt2_gpu_forward builds them here (pageable)
-    int num_buckets;            // of the batch last uploaded (encoder_backward_v1's grid)
+    int num_buckets;            // of the batch last uploaded (encoder_backward's grid)
+    HostBatch staging;          // pageable, for gpt2_gpu_forward_tokens
     float *mean_loss;           // device, one float
     float *norm;                // device, one float
-    float *clip_factor;         // device, one float (gpt2_gpu_update_async)
+    float *clip_factor;         // device, one float
     size_t device_bytes;        // everything this model allocated
 } GPT2Gpu;
 
-// Allocates everything for batches up to (max_B, max_T) and copies the host
-// parameters (num_params floats, gpt2_config.h's layout) to the device
-// (gpt2_gpu_set_params).
+// Picks the kernels for the switches o (gpu_ops_select; it also sets the
+// context's launch settings), allocates everything for batches up to
+// (max_B, max_T), and copies the host parameters (num_params floats,
+// gpt2_config.h's layout) to the device (gpt2_gpu_set_params).
 void gpt2_gpu_init(GPT2Gpu *model, GpuContext *ctx, const GPT2Config *cfg, const float *params,
-                   int max_B, int max_T);
+                   int max_B, int max_T, const Optimizations *o);
 void gpt2_gpu_free(GPT2Gpu *model);
 
-// Forward over host tokens (B,T), which are copied to the device. With targets
-// (may be NULL) it also computes the per-token losses and their mean, which
-// stays on the device (model->mean_loss) until gpt2_gpu_read_loss.
+// Checks a batch of (B,T) tokens, groups the inputs by token, and copies
+// them (and the targets, with with_targets) to the device. From pageable
+// memory each copy waits until the host's bytes are staged, and hb may be
+// reused as soon as this returns (chapters 00-02). From pinned memory the
+// copies are queued and this returns at once; the copy engine reads hb when
+// the stream reaches them, so the caller must not write into hb before then
+// (train_gpu.c records an event after this call and waits for it).
 // Returns -1 with a reason in err for a token outside the vocabulary.
-int gpt2_gpu_forward(GPT2Gpu *model, const int32_t *inputs, const int32_t *targets, int B, int T,
-                     char *err);
-float gpt2_gpu_read_loss(const GPT2Gpu *model);  // waits for the device
+int gpt2_gpu_upload_batch(GPT2Gpu *model, HostBatch *hb, int with_targets, int B, int T,
+                          char *err);
 
-// gpt2_gpu_forward in two halves, for chapter 03, where the host must not
-// wait. First the batch: host tokens (B,T) in PINNED memory, and `buckets`,
-// an EncoderBuckets with pinned `packed` (encoder_buckets_init_pinned) that
-// this fills from inputs; it queues their copies to the device with
-// cudaMemcpyAsync and returns without waiting. The copies read inputs,
-// targets and buckets->packed when the stream reaches them: the caller must
-// not write into them before then (train_gpu.c records an event right after
-// this call and waits for it before reusing the buffers). Returns -1 with a
-// reason in err for a token outside the vocabulary.
-int gpt2_gpu_upload_batch_async(GPT2Gpu *model, const int32_t *inputs, const int32_t *targets,
-                                EncoderBuckets *buckets, int B, int T, char *err);
-// Then the forward pass over the batch last uploaded (by either function).
-// With targets, the mean loss is written to *mean_loss: one float on the
-// device (gpt2_gpu_forward passes model->mean_loss).
-void gpt2_gpu_forward_uploaded(GPT2Gpu *model, int with_targets, float *mean_loss);
+// The forward pass over the batch last uploaded; modes LOSS and TRAIN need
+// its targets and write the mean loss to *mean_loss (one float on the device).
+void gpt2_gpu_forward(GPT2Gpu *model, Gpt2ForwardMode mode, float *mean_loss);
+
+// The two above for tokens in plain host arrays (targets may be NULL for
+// GPT2_LOGITS): copied into the model's pageable staging batch, uploaded,
+// and run; the loss goes to model->mean_loss. For tests, checks, validation
+// and sampling: the training step uploads its own batches.
+int gpt2_gpu_forward_tokens(GPT2Gpu *model, const int32_t *inputs, const int32_t *targets, int B,
+                            int T, Gpt2ForwardMode mode, char *err);
+float gpt2_gpu_read_loss(const GPT2Gpu *model);  // model->mean_loss; waits for the device
 
 // Zeroes the parameter gradients and fills them with d(mean loss)/d(params)
-// for the last forward, which must have had targets.
+// for the last forward, which must have been a GPT2_TRAIN one.
 void gpt2_gpu_backward(GPT2Gpu *model);
 
 // Clips the gradients to max_norm (<= 0: no clipping) and applies one AdamW
-// step at step t (1-based) and learning rate lr, one launch per tensor.
-// Returns the gradient norm before clipping (read back: waits for the device).
-float gpt2_gpu_update(GPT2Gpu *model, float lr, const AdamWConfig *cfg, float max_norm, int t);
-
-// Chapter 03: the same update, bit for bit, without waiting: the norm is
-// written to *norm (one float on the device) for the caller to read back
-// when it likes, and the clipping factor is computed from it on the device.
-void gpt2_gpu_update_async(GPT2Gpu *model, float lr, const AdamWConfig *cfg, float max_norm, int t,
-                           float *norm);
+// step at step t (1-based) and learning rate lr, one launch per tensor. The
+// gradient norm before clipping is written to *norm (one float on the
+// device). Chapters 00-02 read it back to compute the clipping factor on the
+// host, and return it; chapter 03 (sync avoidance) computes the factor on
+// the device, does not wait, and returns NaN: the norm is read later.
+float gpt2_gpu_update(GPT2Gpu *model, float lr, const AdamWConfig *cfg, float max_norm, int t,
+                      float *norm);
 
 // Copies between the device's fp32 buffers (m, v, master) and host arrays of
 // num_params floats.
 void gpt2_gpu_download(const GPT2Gpu *model, const float *device_buffer, float *host);
 void gpt2_gpu_upload(GPT2Gpu *model, float *device_buffer, const float *host);
+
+// Rows [first_row, first_row + rows) of the logits, their first `width`
+// columns (V or Vp), into host floats (rows, width): the stride dropped. After
+// a GPT2_TRAIN forward from chapter 04 on, the logits hold dlogits instead.
+void gpt2_gpu_download_logits(const GPT2Gpu *model, size_t first_row, size_t rows, int width,
+                              float *out);
 
 // n floatX values from the device (parameters, gradients, activations) into
 // n host floats: a copy in the fp32 build, a copy then an exact bf16 -> fp32
@@ -160,5 +157,8 @@ void gpt2_gpu_get_params(const GPT2Gpu *model, float *host);
 // as AdamW's after every step, so a model restored from a checkpoint of its
 // master weights has exactly the bf16 weights it had when it was saved.
 void gpt2_gpu_set_params(GPT2Gpu *model, const float *host);
+
+// Where the device memory goes, tensor by tensor (`--memory`).
+void gpt2_gpu_print_memory(const GPT2Gpu *model, FILE *out);
 
 #endif

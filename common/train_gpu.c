@@ -10,16 +10,10 @@
 #include "sampling.h"
 #include "train_common.h"
 
-// Applies the chapter's switches to the context every launcher reads.
-static void apply_optimizations(GpuContext *ctx, const Optimizations *o) {
-    ctx->tensor_cores = o->tensor_cores;
-    // Chapter 03: launches are still checked (cudaGetLastError), but the
-    // host no longer waits for each kernel to finish.
-    ctx->sync_after_launch = !o->sync_avoidance;
-}
-
-// The host copy of the initial weights: a checkpoint's or GPT-2's init.
-static int initial_params(const TrainOptions *opt, GPT2Config *cfg, float **params, char *err) {
+// The host copy of the initial weights: a checkpoint's or GPT-2's init, with
+// the switches' changes to the model's shape.
+static int initial_params(const TrainOptions *opt, const Optimizations *o, GPT2Config *cfg,
+                          float **params, char *err) {
     const char *path = opt->resume_from[0] ? opt->resume_from : opt->init_from;
     if (path[0]) {
         if (load_model_for_run(path, opt->T, cfg, params, err)) return -1;
@@ -31,6 +25,7 @@ static int initial_params(const TrainOptions *opt, GPT2Config *cfg, float **para
         return 0;
     }
     *cfg = opt->model;
+    apply_model_switches(o, cfg);
     *params = xmalloc(gpt2_num_params(cfg) * sizeof(float));
     gpt2_init_params(cfg, *params, opt->seed);
     return 0;
@@ -53,48 +48,38 @@ static int restore_state(GpuTrainer *tr, char *err) {
     return rc;
 }
 
-// ---- chapter 03's buffers, all made before the first step ---------------------
-// Nothing is allocated or freed inside a step: cudaMallocHost, cudaFreeHost
-// and cudaFree wait for the device, and so, at times, does cudaMalloc.
-
-static void *pinned_alloc(size_t bytes) {
-    void *p;
-    CUDA_CHECK(cudaMallocHost(&p, bytes));
-    return p;
-}
-
-static void async_init(GpuTrainer *tr) {
-    const size_t BT = (size_t)tr->opt.B * tr->opt.T;
-    for (int b = 0; b < 2; b++) {
-        UploadBuffer *u = &tr->upload[b];
-        u->inputs = pinned_alloc(BT * sizeof(int32_t));
-        u->targets = pinned_alloc(BT * sizeof(int32_t));
-        encoder_buckets_init_pinned(&u->buckets, (int)BT, tr->model.config.vocab_size);
+// Everything a step uses is made here, before the first step: nothing is
+// allocated or freed inside one, since cudaMallocHost, cudaFreeHost and
+// cudaFree wait for the device, and so, at times, does cudaMalloc.
+static void alloc_step_buffers(GpuTrainer *tr) {
+    const int B = tr->opt.B, T = tr->opt.T, V = tr->model.config.vocab_size;
+    const int async = tr->optim.sync_avoidance;
+    for (int b = 0; b < (async ? 2 : 1); b++) {
+        host_batch_init(&tr->batches[b], B, T, V, async);
         // Only waited for, never timed: cheaper to record.
-        CUDA_CHECK(cudaEventCreateWithFlags(&u->copied, cudaEventDisableTiming));
+        CUDA_CHECK(cudaEventCreateWithFlags(&tr->copied[b], cudaEventDisableTiming));
     }
+    host_batch_init(&tr->eval_batch, B, T, V, 0);
     tr->step_scalars = gpu_malloc(2 * GPU_MAX_PENDING_STEPS * sizeof(float),
                                   "per-step losses and gradient norms");
-    loss_readback_init(&tr->readback, 2 * GPU_MAX_PENDING_STEPS);
     for (int i = 0; i < GPU_MAX_PENDING_STEPS; i++)
         for (int e = 0; e < 4; e++) CUDA_CHECK(cudaEventCreate(&tr->step_events[i][e]));
+    if (async) loss_readback_init(&tr->readback, 2 * GPU_MAX_PENDING_STEPS);
 }
 
-static void async_free(GpuTrainer *tr) {
+static void free_step_buffers(GpuTrainer *tr) {
     // A step still queued may be reading the buffers: let it finish first.
     gpu_stream_sync(&tr->ctx, "the last steps, before freeing their buffers");
     for (int b = 0; b < 2; b++) {
-        UploadBuffer *u = &tr->upload[b];
-        if (u->inputs) CUDA_CHECK(cudaFreeHost(u->inputs));
-        if (u->targets) CUDA_CHECK(cudaFreeHost(u->targets));
-        if (u->buckets.packed) encoder_buckets_free(&u->buckets);
-        if (u->copied) CUDA_CHECK(cudaEventDestroy(u->copied));
+        if (tr->batches[b].inputs) host_batch_free(&tr->batches[b]);
+        if (tr->copied[b]) CUDA_CHECK(cudaEventDestroy(tr->copied[b]));
     }
+    if (tr->eval_batch.inputs) host_batch_free(&tr->eval_batch);
     gpu_free(tr->step_scalars);
-    if (tr->readback.host) loss_readback_free(&tr->readback);
     for (int i = 0; i < GPU_MAX_PENDING_STEPS; i++)
         for (int e = 0; e < 4; e++)
             if (tr->step_events[i][e]) CUDA_CHECK(cudaEventDestroy(tr->step_events[i][e]));
+    if (tr->readback.host) loss_readback_free(&tr->readback);
 }
 
 int gpu_trainer_init(GpuTrainer *tr, const TrainOptions *opt, const Optimizations *optim,
@@ -106,19 +91,15 @@ int gpu_trainer_init(GpuTrainer *tr, const TrainOptions *opt, const Optimization
     if (open_data(opt, &tr->train, &tr->val, &tr->has_val, err)) return -1;
     GPT2Config cfg;
     float *params;
-    if (initial_params(opt, &cfg, &params, err)) {
+    if (initial_params(opt, optim, &cfg, &params, err)) {
         dataloader_free(&tr->train);
         if (tr->has_val) dataloader_free(&tr->val);
         return -1;
     }
     gpu_context_init(&tr->ctx, 0);
-    apply_optimizations(&tr->ctx, optim);
-    gpt2_gpu_init(&tr->model, &tr->ctx, &cfg, params, opt->B, opt->T);
+    gpt2_gpu_init(&tr->model, &tr->ctx, &cfg, params, opt->B, opt->T, optim);
     free(params);
-    for (int i = 0; i < 4; i++) CUDA_CHECK(cudaEventCreate(&tr->events[i]));
-    tr->inputs = xmalloc((size_t)opt->B * opt->T * sizeof(int32_t));
-    tr->targets = xmalloc((size_t)opt->B * opt->T * sizeof(int32_t));
-    if (optim->sync_avoidance) async_init(tr);
+    alloc_step_buffers(tr);
     if (opt->resume_from[0] && restore_state(tr, err)) {
         gpu_trainer_free(tr);
         return -1;
@@ -127,15 +108,11 @@ int gpu_trainer_init(GpuTrainer *tr, const TrainOptions *opt, const Optimization
 }
 
 void gpu_trainer_free(GpuTrainer *tr) {
-    if (tr->optim.sync_avoidance) async_free(tr);
-    for (int i = 0; i < 4; i++)
-        if (tr->events[i]) CUDA_CHECK(cudaEventDestroy(tr->events[i]));
+    free_step_buffers(tr);
     gpt2_gpu_free(&tr->model);
     gpu_context_free(&tr->ctx);
     dataloader_free(&tr->train);
     if (tr->has_val) dataloader_free(&tr->val);
-    free(tr->inputs);
-    free(tr->targets);
     memset(tr, 0, sizeof(*tr));
 }
 
@@ -147,64 +124,26 @@ static double event_ms(cudaEvent_t a, cudaEvent_t b) {
 
 // Chapters 00-02 keep the numbers of the last GPU_MAX_PENDING_STEPS steps
 // for gpu_trainer_read_stats, dropping the oldest.
-static void keep_stats(GpuTrainer *tr, const GpuStepStats *s) {
-    if (tr->pending == GPU_MAX_PENDING_STEPS) {
-        memmove(tr->pending_stats, tr->pending_stats + 1,
-                (GPU_MAX_PENDING_STEPS - 1) * sizeof *s);
-        tr->pending--;
-    }
-    tr->pending_stats[tr->pending++] = *s;
+static void drop_oldest_stats(GpuTrainer *tr) {
+    memmove(tr->pending_stats, tr->pending_stats + 1,
+            (GPU_MAX_PENDING_STEPS - 1) * sizeof tr->pending_stats[0]);
+    tr->pending--;
 }
 
-// Chapters 00-02: the host waits for the device several times per step.
-static int step_waiting(GpuTrainer *tr, GpuStepStats *s, char *err) {
-    GpuContext *ctx = &tr->ctx;
-    double start = now_ms();
-    nvtxRangePushA("data");
-    int rc = dataloader_next(&tr->train, tr->inputs, tr->targets, err);
-    nvtxRangePop();
-    if (rc) return -1;
-    s->data_ms = now_ms() - start;
-
-    // ANCHOR: training_step
-    CUDA_CHECK(cudaEventRecord(tr->events[0], ctx->stream));
-    if (gpt2_gpu_forward(&tr->model, tr->inputs, tr->targets, tr->opt.B, tr->opt.T, err))
-        return -1;
-    // Chapter 00 reads the loss back every step, as `loss.item()` does: the
-    // host waits here for the whole forward pass.
-    s->loss = gpt2_gpu_read_loss(&tr->model);
-    CUDA_CHECK(cudaEventRecord(tr->events[1], ctx->stream));
-    gpt2_gpu_backward(&tr->model);
-    CUDA_CHECK(cudaEventRecord(tr->events[2], ctx->stream));
-    s->lr = lr_at_step(&tr->opt.lr, tr->step);
-    s->grad_norm = gpt2_gpu_update(&tr->model, s->lr, &tr->opt.adamw, tr->opt.grad_clip,
-                                   tr->step + 1);
-    CUDA_CHECK(cudaEventRecord(tr->events[3], ctx->stream));
-    gpu_event_sync(tr->events[3], "the end of the step");
-    // ANCHOR_END: training_step
-    tr->step++;
-    s->step = tr->step;
-    s->ms = now_ms() - start;
-    s->forward_ms = event_ms(tr->events[0], tr->events[1]);
-    s->backward_ms = event_ms(tr->events[1], tr->events[2]);
-    s->optimizer_ms = event_ms(tr->events[2], tr->events[3]);
-    keep_stats(tr, s);
-    return 0;
-}
-
-// Chapter 03: the same step, queued on the device without one wait.
+// The host batch this step loads into. Chapters 00-02: the one pageable
+// batch, free again as soon as the last step's synchronous copies returned.
 //
-// The batch goes up from pinned host memory with cudaMemcpyAsync, and that
-// is the subtle part. From pageable memory (chapters 00-02) the driver
-// copies the bytes into a staging buffer of its own before the call returns,
-// so the host may overwrite its buffer at once. From pinned memory nothing
-// is copied when the call returns: the copy is only queued, and the GPU's
-// copy engine reads the host buffer later, when the stream reaches the copy,
-// which can be a whole step or two later, since the host now runs ahead of
-// the device. Until then the buffer still belongs to the copy. If the host
-// loaded the next batch into it, the step already queued would train on the
-// wrong tokens: no error, no crash, only a different model, which chapter
-// 03's bit-identity test with chapter 02 would catch.
+// Chapter 03 uploads from pinned memory with cudaMemcpyAsync, and that is
+// the subtle part. From pageable memory the driver copies the bytes into a
+// staging buffer of its own before the call returns, so the host may
+// overwrite its buffer at once. From pinned memory nothing is copied when
+// the call returns: the copy is only queued, and the GPU's copy engine reads
+// the host buffer later, when the stream reaches the copy, which can be a
+// whole step or two later, since the host now runs ahead of the device.
+// Until then the buffer still belongs to the copy. If the host loaded the
+// next batch into it, the step already queued would train on the wrong
+// tokens: no error, no crash, only a different model, which chapter 03's
+// bit-identity test with chapter 02 would catch.
 //
 // Hence two buffers, used in turn, and an event recorded on the stream right
 // after the copies that read each one. Before writing into a buffer, the host
@@ -214,62 +153,71 @@ static int step_waiting(GpuTrainer *tr, GpuStepStats *s, char *err) {
 // host waits. With one buffer the host could not prepare step k+1's batch
 // until step k's copy had run; with two it can, while the device is still
 // busy with step k-1.
-static UploadBuffer *free_upload_buffer(GpuTrainer *tr) {
-    UploadBuffer *u = &tr->upload[tr->step % 2];
+static int next_host_batch(GpuTrainer *tr) {
+    if (!tr->optim.sync_avoidance) return 0;
+    const int b = tr->step % 2;
     // ANCHOR: wait_for_buffer
     // Done, or never recorded: the buffer is free. Else the host is two steps
     // ahead of the device, and waits (or an earlier kernel failed: the wait
     // reports it).
-    if (cudaEventQuery(u->copied) != cudaSuccess) gpu_event_sync(u->copied, "a free upload buffer");
+    if (cudaEventQuery(tr->copied[b]) != cudaSuccess)
+        gpu_event_sync(tr->copied[b], "a free upload buffer");
     // ANCHOR_END: wait_for_buffer
-    return u;
-}
-
-static int step_without_waiting(GpuTrainer *tr, GpuStepStats *s, char *err) {
-    GpuContext *ctx = &tr->ctx;
-    GPT2Gpu *model = &tr->model;
-    const int k = tr->pending;  // this step's slot among the pending ones
-    if (k == GPU_MAX_PENDING_STEPS)
-        return fail(err, "%d steps are pending: gpu_trainer_read_stats must read them first",
-                    GPU_MAX_PENDING_STEPS);
-    UploadBuffer *u = free_upload_buffer(tr);  // may wait: see above
-    double start = now_ms();
-    if (k == 0) tr->interval_start = start;
-    nvtxRangePushA("data");
-    int rc = dataloader_next(&tr->train, u->inputs, u->targets, err);
-    nvtxRangePop();
-    if (rc) return -1;
-    *s = (GpuStepStats){.step = tr->step + 1, .lr = lr_at_step(&tr->opt.lr, tr->step),
-                        .data_ms = now_ms() - start, .loss = NAN, .grad_norm = NAN,
-                        .ms = NAN, .forward_ms = NAN, .backward_ms = NAN, .optimizer_ms = NAN};
-
-    cudaEvent_t *ev = tr->step_events[k];
-    float *loss = tr->step_scalars + 2 * k, *norm = loss + 1;
-    // ANCHOR: training_step_async
-    CUDA_CHECK(cudaEventRecord(ev[0], ctx->stream));
-    if (gpt2_gpu_upload_batch_async(model, u->inputs, u->targets, &u->buckets, tr->opt.B,
-                                    tr->opt.T, err))
-        return -1;
-    CUDA_CHECK(cudaEventRecord(u->copied, ctx->stream));  // u is free again once this is done
-    // The loss stays on the device, in this step's slot, until the log line.
-    gpt2_gpu_forward_uploaded(model, 1, loss);
-    CUDA_CHECK(cudaEventRecord(ev[1], ctx->stream));
-    gpt2_gpu_backward(model);
-    CUDA_CHECK(cudaEventRecord(ev[2], ctx->stream));
-    gpt2_gpu_update_async(model, s->lr, &tr->opt.adamw, tr->opt.grad_clip, tr->step + 1, norm);
-    CUDA_CHECK(cudaEventRecord(ev[3], ctx->stream));
-    // ANCHOR_END: training_step_async
-    tr->step++;
-    tr->pending_stats[tr->pending++] = *s;
-    return 0;
+    return b;
 }
 
 int gpu_trainer_step(GpuTrainer *tr, GpuStepStats *s, char *err) {
-    // ANCHOR: step_branch
-    // Chapter 03's switch: the same step, queued without waiting.
-    if (tr->optim.sync_avoidance) return step_without_waiting(tr, s, err);
-    return step_waiting(tr, s, err);
-    // ANCHOR_END: step_branch
+    GpuContext *ctx = &tr->ctx;
+    GPT2Gpu *model = &tr->model;
+    const TrainOptions *opt = &tr->opt;
+    const int async = tr->optim.sync_avoidance;
+    if (tr->pending == GPU_MAX_PENDING_STEPS) {
+        if (async)
+            return fail(err, "%d steps are pending: gpu_trainer_read_stats must read them first",
+                        GPU_MAX_PENDING_STEPS);
+        drop_oldest_stats(tr);
+    }
+    const int k = tr->pending, slot = async ? k : 0;
+    const int b = next_host_batch(tr);  // may wait: see above
+    HostBatch *hb = &tr->batches[b];
+    double start = now_ms();
+    if (k == 0) tr->interval_start = start;
+    nvtxRangePushA("data");
+    int rc = dataloader_next(&tr->train, hb->inputs, hb->targets, err);
+    nvtxRangePop();
+    if (rc) return -1;
+    *s = (GpuStepStats){.step = tr->step + 1, .lr = lr_at_step(&opt->lr, tr->step),
+                        .data_ms = now_ms() - start, .loss = NAN, .grad_norm = NAN,
+                        .ms = NAN, .forward_ms = NAN, .backward_ms = NAN, .optimizer_ms = NAN};
+    cudaEvent_t *ev = tr->step_events[slot];
+    float *loss = tr->step_scalars + 2 * slot, *norm = loss + 1;
+
+    // ANCHOR: training_step
+    CUDA_CHECK(cudaEventRecord(ev[0], ctx->stream));
+    if (gpt2_gpu_upload_batch(model, hb, 1, opt->B, opt->T, err)) return -1;
+    // Chapter 03: the batch's buffers are free again once this event is done.
+    if (async) CUDA_CHECK(cudaEventRecord(tr->copied[b], ctx->stream));
+    gpt2_gpu_forward(model, GPT2_TRAIN, loss);
+    // Chapters 00-02 read the loss back every step, as `loss.item()` does: the
+    // host waits here for the whole forward pass.
+    if (!async) gpu_memcpy_sync(&s->loss, loss, sizeof(float), cudaMemcpyDeviceToHost);
+    CUDA_CHECK(cudaEventRecord(ev[1], ctx->stream));
+    gpt2_gpu_backward(model);
+    CUDA_CHECK(cudaEventRecord(ev[2], ctx->stream));
+    s->grad_norm = gpt2_gpu_update(model, s->lr, &opt->adamw, opt->grad_clip, tr->step + 1, norm);
+    CUDA_CHECK(cudaEventRecord(ev[3], ctx->stream));
+    // Chapters 00-02 wait for the end of the step; chapter 03 goes on to the next.
+    if (!async) gpu_event_sync(ev[3], "the end of the step");
+    // ANCHOR_END: training_step
+    tr->step++;
+    if (!async) {
+        s->ms = now_ms() - start;
+        s->forward_ms = event_ms(ev[0], ev[1]);
+        s->backward_ms = event_ms(ev[1], ev[2]);
+        s->optimizer_ms = event_ms(ev[2], ev[3]);
+    }
+    tr->pending_stats[tr->pending++] = *s;
+    return 0;
 }
 
 int gpu_trainer_pending(const GpuTrainer *tr) { return tr->pending; }
@@ -302,12 +250,13 @@ int gpu_trainer_read_stats(GpuTrainer *tr, GpuStepStats *out) {
 
 int gpu_trainer_val_loss(GpuTrainer *tr, float *loss, char *err) {
     if (!tr->has_val) return fail(err, "no validation data");
+    HostBatch *hb = &tr->eval_batch;
     dataloader_reset(&tr->val);
     double sum = 0;
     for (int i = 0; i < tr->opt.val_batches; i++) {
-        if (dataloader_next(&tr->val, tr->inputs, tr->targets, err)) return -1;
-        if (gpt2_gpu_forward(&tr->model, tr->inputs, tr->targets, tr->opt.B, tr->opt.T, err))
-            return -1;
+        if (dataloader_next(&tr->val, hb->inputs, hb->targets, err)) return -1;
+        if (gpt2_gpu_upload_batch(&tr->model, hb, 1, tr->opt.B, tr->opt.T, err)) return -1;
+        gpt2_gpu_forward(&tr->model, GPT2_LOSS, tr->model.mean_loss);
         sum += gpt2_gpu_read_loss(&tr->model);
     }
     *loss = (float)(sum / tr->opt.val_batches);
@@ -334,19 +283,22 @@ int gpu_trainer_save(GpuTrainer *tr, char *model_path, size_t cap, char *err) {
     return rc;
 }
 
+// Each new token reruns the whole context (no KV cache), cropped to the
+// model's window, in GPT2_LOGITS mode, and draws from the softmax of the
+// last position's logits, computed on the host.
 void gpu_trainer_sample(GpuTrainer *tr, int32_t *out, int n, int eot) {
     const GPT2Config *c = &tr->model.config;
-    const int Vp = c->padded_vocab_size;
-    float *probs = xmalloc((size_t)Vp * sizeof(float));
+    float *logits = xmalloc((size_t)c->vocab_size * sizeof(float));
+    HostBatch *hb = &tr->eval_batch;
     char err[ERR_LEN];
     out[0] = eot;
     for (int t = 1; t <= n; t++) {
-        // No KV cache: rerun the whole context, cropped to the model's window.
         int len = t < tr->opt.T ? t : tr->opt.T;
-        if (gpt2_gpu_forward(&tr->model, out + t - len, NULL, 1, len, err)) die("%s", err);
-        gpt2_gpu_download_floatx(tr->model.acts.probs + (size_t)(len - 1) * Vp, probs,
-                                 (size_t)Vp);
-        out[t] = sample_from_probs(probs, c->vocab_size, rng_uniform(&tr->sampler));
+        memcpy(hb->inputs, out + t - len, (size_t)len * sizeof(int32_t));
+        if (gpt2_gpu_upload_batch(&tr->model, hb, 0, 1, len, err)) die("%s", err);
+        gpt2_gpu_forward(&tr->model, GPT2_LOGITS, NULL);
+        gpt2_gpu_download_logits(&tr->model, (size_t)len - 1, 1, c->vocab_size, logits);
+        out[t] = sample_from_logits(logits, c->vocab_size, rng_uniform(&tr->sampler));
     }
-    free(probs);
+    free(logits);
 }

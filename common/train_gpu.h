@@ -23,14 +23,6 @@ typedef struct {
 // The most steps whose numbers gpu_trainer_read_stats has not returned yet.
 #define GPU_MAX_PENDING_STEPS 64
 
-// Chapter 03: one of the two pinned host buffers that batches are uploaded
-// from (train_gpu.c explains why two, and why the event).
-typedef struct {
-    int32_t *inputs, *targets;  // pinned, (B,T) each
-    EncoderBuckets buckets;     // the inputs grouped by token, `packed` pinned
-    cudaEvent_t copied;         // recorded on the stream after the copies that read them
-} UploadBuffer;
-
 typedef struct {
     TrainOptions opt;
     Optimizations optim;
@@ -38,19 +30,25 @@ typedef struct {
     GPT2Gpu model;
     DataLoader train, val;
     int has_val;
-    int32_t *inputs, *targets;  // host, one batch (B,T)
     int step;                   // optimizer steps completed (queued, in chapter 03)
     Rng sampler;
-    cudaEvent_t events[4];      // forward start, backward start, optimizer start, end
+    // The training batches on the host: one, pageable, in chapters 00-02; two,
+    // pinned, used in turn, in chapter 03 (train_gpu.c says why two), each
+    // with an event recorded after the copies that read it.
+    HostBatch batches[2];
+    cudaEvent_t copied[2];
+    HostBatch eval_batch;       // pageable: validation and sampling
     // The steps not yet returned by gpu_trainer_read_stats, oldest first.
+    // Chapter 03 reads each step's numbers late, so each pending step has its
+    // own events (forward start, backward start, optimizer start, end) and
+    // its own two floats on the device (its loss, its gradient norm);
+    // chapters 00-02 read them at once and use the first of each.
     int pending;
     GpuStepStats pending_stats[GPU_MAX_PENDING_STEPS];
-    // Chapter 03 (sync-avoidance) only; zero otherwise.
+    cudaEvent_t step_events[GPU_MAX_PENDING_STEPS][4];
+    float *step_scalars;        // device, 2 floats per pending step
+    LossReadback readback;      // chapter 03: reads step_scalars back at gpu_trainer_read_stats
     double interval_start;      // wall clock (ms) when the first pending step began
-    UploadBuffer upload[2];     // the batch's pinned buffers, used in turn
-    float *step_scalars;        // device, 2 floats per pending step: its loss, its norm
-    LossReadback readback;      // reads step_scalars back at gpu_trainer_read_stats
-    cudaEvent_t step_events[GPU_MAX_PENDING_STEPS][4];  // as `events`, per pending step
 } GpuTrainer;
 
 // Builds the model on the device (random init on the host from opt->seed,
@@ -60,13 +58,13 @@ int gpu_trainer_init(GpuTrainer *tr, const TrainOptions *opt, const Optimization
                      char *err);
 void gpu_trainer_free(GpuTrainer *tr);
 
-// One optimizer step. Chapters 00-02 wait for the device and return the
-// step's numbers, complete, in *stats. Chapter 03 (sync-avoidance) queues the
-// step on the device and returns without waiting: *stats then holds only what
-// the host knows (step, lr, data_ms), and NaN for the rest, which
-// gpu_trainer_read_stats returns later. In chapter 03 at most
-// GPU_MAX_PENDING_STEPS steps may be pending: the next step fails, saying so,
-// until they are read.
+// One optimizer step: the same function for every chapter. Chapters 00-02
+// wait for the device and return the step's numbers, complete, in *stats.
+// Chapter 03 (sync-avoidance) queues the step on the device and returns
+// without waiting: *stats then holds only what the host knows (step, lr,
+// data_ms), and NaN for the rest, which gpu_trainer_read_stats returns
+// later. In chapter 03 at most GPU_MAX_PENDING_STEPS steps may be pending:
+// the next step fails, saying so, until they are read.
 int gpu_trainer_step(GpuTrainer *tr, GpuStepStats *stats, char *err);
 int gpu_trainer_pending(const GpuTrainer *tr);  // steps not yet read
 

@@ -221,6 +221,11 @@ static const FlagSpec *find_flag(const char *arg) {
     return NULL;
 }
 
+int train_options_takes_value(const char *arg) {
+    const FlagSpec *f = find_flag(arg);
+    return f != NULL && f->kind != FLAG_SWITCH;
+}
+
 // Sets the flag's field from value (NULL for a switch).
 static int apply_flag(TrainOptions *o, const FlagSpec *f, const char *value, char *err) {
     char *field = (char *)o + f->offset;

@@ -65,6 +65,11 @@ int train_options_parse(TrainOptions *o, int argc, char **argv, char *err);
 
 void train_options_usage(const char *program);
 
+// 1 when arg is one of train_options_parse's flags that takes a value, else 0:
+// for a program that reads flags of its own first (the GPU trainer) and must
+// hand such a flag on with its value, unread.
+int train_options_takes_value(const char *arg);
+
 // The value parsers behind every flag, for programs with flags of their own.
 // Each accepts the whole string s as a number within [min, max], or fails
 // naming the flag: "--steps: expected an integer from 1 to 1000000000, got 'ten'".

@@ -15,6 +15,10 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#ifdef __cplusplus
+extern "C" {  // the .cu files call die() and friends too
+#endif
+
 #define ERR_LEN 512
 
 // Formats a reason into err (if err is not NULL) and returns -1, so that
@@ -69,5 +73,9 @@ uint32_t rng_below(Rng *rng, uint32_t n); // uniform in [0, n)
 
 // Wall clock in milliseconds (monotonic).
 double now_ms(void);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

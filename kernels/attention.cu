@@ -1,5 +1,6 @@
 // attention.cu: see attention.h.
 #include <math.h>
+#include <stdio.h>
 
 #include "attention.h"
 #include "reduce.cuh"
@@ -97,7 +98,9 @@ static void batched_gemm(const GpuContext *ctx, cublasOperation_t op_a, cublasOp
                                             ldb, stride_b, &beta, C, FLOATX_CUDA_TYPE, ldc,
                                             stride_c, batch, gpu_gemm_compute_type(ctx),
                                             CUBLAS_GEMM_DEFAULT));
-    gpu_check_launch(ctx, what);
+    char name[160];  // the shape too: each GEMM's own line in a profile
+    snprintf(name, sizeof name, "%s %dx%dx%d x%d", what, m, n, k, batch);
+    gpu_check_launch(ctx, name);
 }
 
 static void split_heads(const GpuContext *ctx, floatX *dst, const floatX *src, int row_stride,

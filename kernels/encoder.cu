@@ -93,8 +93,8 @@ extern "C" void encoder_buckets_upload(const GpuContext *ctx, int32_t *d_packed,
     // From pageable memory, cudaMemcpyAsync returns once the host buffer has
     // been staged, so eb may be reused right away. From pinned memory it
     // returns at once, and the copy reads eb->packed later (encoder.h).
-    CUDA_CHECK(cudaMemcpyAsync(d_packed, eb->packed, encoder_buckets_ints(eb->BT) * sizeof(int32_t),
-                               cudaMemcpyHostToDevice, ctx->stream));
+    gpu_memcpy_async(ctx, d_packed, eb->packed, encoder_buckets_ints(eb->BT) * sizeof(int32_t),
+                     cudaMemcpyHostToDevice, "upload (encoder buckets)");
 }
 
 // ---- backward -----------------------------------------------------------------

@@ -4,6 +4,8 @@
 #include <string.h>
 
 #include "gpu_context.h"
+#include "matmul_lt.h"
+#include "profiler.h"
 
 extern "C" void gpu_fail_cuda(cudaError_t err, const char *call, const char *file, int line) {
     fprintf(stderr, "%s:%d: CUDA error %s (%s) in %s\n", file, line, cudaGetErrorName(err),
@@ -52,6 +54,7 @@ extern "C" void gpu_context_init(GpuContext *ctx, int device) {
 }
 
 extern "C" void gpu_context_free(GpuContext *ctx) {
+    matmul_lt_release();  // chapter 04's cached GEMM plans
     if (ctx->cublas) CUBLAS_CHECK(cublasDestroy(ctx->cublas));
     if (ctx->stream) CUDA_CHECK(cudaStreamDestroy(ctx->stream));
     memset(ctx, 0, sizeof *ctx);
@@ -67,17 +70,19 @@ extern "C" void gpu_check_launch(const GpuContext *ctx, const char *kernel_name)
                 cudaGetErrorString(err));
         exit(1);
     }
+    gpu_profile_mark(ctx->stream, kernel_name);
     if (!ctx->sync_after_launch) return;
-    // ANCHOR_END: check_launch
     // A fault while the kernel runs only shows up once we wait for it. Without
     // this wait it would surface at some later call, blaming the wrong kernel.
     gpu_count_sync(GPU_SYNC_LAUNCH_CHECK);
     err = cudaStreamSynchronize(ctx->stream);
+    gpu_profile_after_wait();
     if (err != cudaSuccess) {
         fprintf(stderr, "%s: failed while running: %s (%s)\n", kernel_name, cudaGetErrorName(err),
                 cudaGetErrorString(err));
         exit(1);
     }
+    // ANCHOR_END: check_launch
 }
 
 // ---- synchronizations, counted ----------------------------------------------
@@ -107,6 +112,18 @@ extern "C" const char *gpu_sync_kind_name(GpuSyncKind kind) {
 extern "C" void gpu_memcpy_sync(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind) {
     gpu_count_sync(GPU_SYNC_COPY);
     CUDA_CHECK(cudaMemcpy(dst, src, bytes, kind));
+    gpu_profile_after_wait();
+}
+
+extern "C" void gpu_memcpy_async(const GpuContext *ctx, void *dst, const void *src, size_t bytes,
+                                 cudaMemcpyKind kind, const char *what) {
+    CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, kind, ctx->stream));
+    gpu_profile_mark(ctx->stream, what);
+}
+
+extern "C" void gpu_zero(const GpuContext *ctx, void *ptr, size_t bytes, const char *what) {
+    CUDA_CHECK(cudaMemsetAsync(ptr, 0, bytes, ctx->stream));
+    gpu_profile_mark(ctx->stream, what);
 }
 
 // Without sync_after_launch, a kernel that faults is reported at the next
@@ -122,18 +139,21 @@ static void fail_at_wait(cudaError_t err, const char *wait, const char *what) {
 extern "C" void gpu_stream_sync(const GpuContext *ctx, const char *what) {
     gpu_count_sync(GPU_SYNC_STREAM);
     cudaError_t err = cudaStreamSynchronize(ctx->stream);
+    gpu_profile_after_wait();
     if (err != cudaSuccess) fail_at_wait(err, "cudaStreamSynchronize", what);
 }
 
 extern "C" void gpu_event_sync(cudaEvent_t event, const char *what) {
     gpu_count_sync(GPU_SYNC_EVENT);
     cudaError_t err = cudaEventSynchronize(event);
+    gpu_profile_after_wait();
     if (err != cudaSuccess) fail_at_wait(err, "cudaEventSynchronize", what);
 }
 
 extern "C" void gpu_device_sync(const char *what) {
     gpu_count_sync(GPU_SYNC_DEVICE);
     cudaError_t err = cudaDeviceSynchronize();
+    gpu_profile_after_wait();
     if (err != cudaSuccess) fail_at_wait(err, "cudaDeviceSynchronize", what);
 }
 

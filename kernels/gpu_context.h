@@ -28,9 +28,11 @@ typedef struct {
     int sm_count;          // its streaming multiprocessors, for reports
     cudaStream_t stream;   // every launcher and cuBLAS call runs on it
     cublasHandle_t cublas; // bound to `stream`
+    // The two chapter switches that change how every launch is made rather
+    // than which kernel runs; gpu_ops_select (common/gpu_ops.c) sets both.
     // Chapters 00-02 synchronize after every launch, so that an error is
-    // reported by the launch that caused it (and the way PyTorch eager with
-    // CUDA_LAUNCH_BLOCKING=1 behaves). Chapter 03 turns it off.
+    // reported by the launch that caused it (the way PyTorch eager behaves
+    // with CUDA_LAUNCH_BLOCKING=1). Chapter 03 turns it off.
     int sync_after_launch;
     // 0: fp32 GEMMs on the fp32 cores (chapter 00). 1: TF32 tensor cores
     // (chapter 01). Read at every GEMM by gpu_gemm_compute_type(). The bf16
@@ -39,8 +41,7 @@ typedef struct {
 } GpuContext;
 
 // Binds the context to `device`, creates its stream and cuBLAS handle, and
-// sets chapter 00's switches: sync_after_launch = 1, tensor_cores = 0. The
-// caller may change both switches at any time afterwards.
+// sets chapter 00's launch settings: sync_after_launch = 1, tensor_cores = 0.
 void gpu_context_init(GpuContext *ctx, int device);
 void gpu_context_free(GpuContext *ctx);
 
@@ -48,11 +49,18 @@ void gpu_context_free(GpuContext *ctx);
 // driver (so that tests can skip themselves and programs can say why).
 int gpu_device_count(void);
 
-// Call after EVERY kernel launch: reports a launch error (bad configuration,
-// missing kernel image) always, and, when ctx->sync_after_launch is set, waits
-// for the stream and reports an error raised while the kernel ran (an illegal
-// address, say). `kernel_name` names the culprit in the message.
+// Call after EVERY kernel launch (and cuBLAS call): reports a launch error
+// (bad configuration, missing kernel image) always, and, when
+// ctx->sync_after_launch is set, waits for the stream and reports an error
+// raised while the kernel ran (an illegal address, say). `kernel_name` names
+// the culprit in the message, and the kernel in a profile (profiler.h).
 void gpu_check_launch(const GpuContext *ctx, const char *kernel_name);
+
+// cudaMemsetAsync(ptr, 0, bytes) and cudaMemcpyAsync on ctx->stream, checked;
+// `what` names them in a profile. Neither waits (see the copy's rules below).
+void gpu_zero(const GpuContext *ctx, void *ptr, size_t bytes, const char *what);
+void gpu_memcpy_async(const GpuContext *ctx, void *dst, const void *src, size_t bytes,
+                      enum cudaMemcpyKind kind, const char *what);
 
 // ---- synchronizations, counted -------------------------------------------------
 // Every place where the trainer makes the host wait for the device goes

@@ -1,7 +1,9 @@
 // layernorm.cu: see layernorm.h. The backward pass; the forward pass is
 // chapter 00's exercise, solutions/00_baseline/layernorm_forward.cu.
 #include "layernorm.h"
+#include "layernorm_row.cuh"
 #include "reduce.cuh"
+#include "util.h"
 
 // Rows whose parameter gradients one block sums before writing a partial.
 // A shape constant, not a function of the GPU, so that every GPU adds the
@@ -108,6 +110,98 @@ extern "C" void layernorm_backward_v1(const GpuContext *ctx, floatX *dinp, float
                                                        C);
     gpu_check_launch(ctx, "layernorm_backward_dinp_kernel_v1");
 
+    float *partial_dw = scratch, *partial_db = scratch + (size_t)chunks * C;
+    dim3 grid(blocks_for(C, LN_COLS), chunks), block(LN_COLS, LN_ROW_LANES);
+    layernorm_backward_params_partial_kernel_v1<<<grid, block, 0, ctx->stream>>>(
+        partial_dw, partial_db, dout, inp, mean, rstd, BT, C);
+    gpu_check_launch(ctx, "layernorm_backward_params_partial_kernel_v1");
+    layernorm_backward_params_reduce_kernel_v1<<<blocks_for(C, threads), threads, 0,
+                                                 ctx->stream>>>(dweight, dbias, partial_dw,
+                                                                partial_db, chunks, C);
+    gpu_check_launch(ctx, "layernorm_backward_params_reduce_kernel_v1");
+}
+
+// ---- chapter 04 ------------------------------------------------------------------
+
+extern "C" void layernorm_check_vector_width(int C, const char *kernel) {
+    if (C % VEC_X != 0)
+        die("%s: C = %d is not a multiple of %d: its rows cannot be read in 16-byte vectors",
+            kernel, C, VEC_X);
+}
+
+__global__ void layernorm_forward_kernel_v2(floatX *out, float *mean, float *rstd,
+                                            const floatX *inp, const floatX *weight,
+                                            const floatX *bias, int BT, int C) {
+    const int lane = threadIdx.x % WARP_SIZE;
+    const int row = blockIdx.x * (blockDim.x / WARP_SIZE) + threadIdx.x / WARP_SIZE;
+    if (row >= BT) return;
+    const floatX *x = inp + (size_t)row * C;
+    float m, s;
+    row_mean_rstd(x, C, lane, &m, &s);
+    row_normalize(out + (size_t)row * C, x, weight, bias, m, s, C, lane);
+    if (lane == 0) {
+        mean[row] = m;
+        rstd[row] = s;
+    }
+}
+
+extern "C" void layernorm_forward_v2(const GpuContext *ctx, floatX *out, float *mean,
+                                     float *rstd, const floatX *inp, const floatX *weight,
+                                     const floatX *bias, int B, int T, int C) {
+    layernorm_check_vector_width(C, "layernorm_forward_v2");
+    const int threads = 256, rows_per_block = threads / WARP_SIZE;
+    layernorm_forward_kernel_v2<<<blocks_for((size_t)B * T, rows_per_block), threads, 0,
+                                  ctx->stream>>>(out, mean, rstd, inp, weight, bias, B * T, C);
+    gpu_check_launch(ctx, "layernorm_forward_kernel_v2");
+}
+
+// v1's dinp kernel in 16-byte vectors: the first pass takes both row sums
+// (g and g*xhat) at once, the second recomputes g and xhat from the vectors,
+// which come back from L1, and read-modify-writes dinp a vector at a time.
+__global__ void layernorm_backward_dinp_kernel_v2(floatX *dinp, const floatX *dout,
+                                                  const floatX *inp, const floatX *weight,
+                                                  const float *mean, const float *rstd, int BT,
+                                                  int C) {
+    const int lane = threadIdx.x % WARP_SIZE;
+    const int row = blockIdx.x * (blockDim.x / WARP_SIZE) + threadIdx.x / WARP_SIZE;
+    if (row >= BT) return;
+    const floatX *dy = dout + (size_t)row * C, *x = inp + (size_t)row * C;
+    floatX *dx = dinp + (size_t)row * C;
+    const float m = mean[row], s = rstd[row];
+    float g_sum = 0.0f, g_xhat_sum = 0.0f;
+    for (int i = lane * VEC_X; i < C; i += WARP_SIZE * VEC_X) {
+        const Vec vx = load_vec(x + i), vdy = load_vec(dy + i), vw = load_vec(weight + i);
+        for (int k = 0; k < VEC_X; k++) {
+            const float xhat = (x2f(vx.x[k]) - m) * s, g = x2f(vdy.x[k]) * x2f(vw.x[k]);
+            g_sum += g;
+            g_xhat_sum += g * xhat;
+        }
+    }
+    const float g_mean = warp_sum(g_sum) / C, g_xhat_mean = warp_sum(g_xhat_sum) / C;
+    for (int i = lane * VEC_X; i < C; i += WARP_SIZE * VEC_X) {
+        const Vec vx = load_vec(x + i), vdy = load_vec(dy + i), vw = load_vec(weight + i);
+        Vec vdx = load_vec(dx + i);
+        for (int k = 0; k < VEC_X; k++) {
+            const float xhat = (x2f(vx.x[k]) - m) * s, g = x2f(vdy.x[k]) * x2f(vw.x[k]);
+            vdx.x[k] = f2x(x2f(vdx.x[k]) + s * (g - g_mean - xhat * g_xhat_mean));
+        }
+        store_vec(dx + i, vdx);
+    }
+}
+
+extern "C" void layernorm_backward_v2(const GpuContext *ctx, floatX *dinp, floatX *dweight,
+                                      floatX *dbias, float *scratch, const floatX *dout,
+                                      const floatX *inp, const floatX *weight, const float *mean,
+                                      const float *rstd, int B, int T, int C) {
+    layernorm_check_vector_width(C, "layernorm_backward_v2");
+    const int BT = B * T, chunks = num_chunks(BT);
+    const int threads = 256, rows_per_block = threads / WARP_SIZE;
+    layernorm_backward_dinp_kernel_v2<<<blocks_for(BT, rows_per_block), threads, 0,
+                                        ctx->stream>>>(dinp, dout, inp, weight, mean, rstd, BT,
+                                                       C);
+    gpu_check_launch(ctx, "layernorm_backward_dinp_kernel_v2");
+    // The parameter gradients: v1's kernels, whose warps already read 32
+    // consecutive channels of a row, and which were never the slow part.
     float *partial_dw = scratch, *partial_db = scratch + (size_t)chunks * C;
     dim3 grid(blocks_for(C, LN_COLS), chunks), block(LN_COLS, LN_ROW_LANES);
     layernorm_backward_params_partial_kernel_v1<<<grid, block, 0, ctx->stream>>>(

@@ -42,6 +42,33 @@ void layernorm_backward_v1(const GpuContext *ctx, floatX *dinp, floatX *dweight,
                            const floatX *weight, const float *mean, const float *rstd, int B,
                            int T, int C);
 
+// ---- chapter 04: 16-byte vectors, and the residual add fused in -----------------
+// The v2 kernels read and write 16 bytes per lane (kernels/vec.cuh), so C
+// must be a multiple of 8 in bf16 (4 in fp32); they stop with a message
+// naming the kernel otherwise (this does that check).
+void layernorm_check_vector_width(int C, const char *kernel);
+
+// layernorm_forward_v1's contract, in 16-byte vectors. The row's sums are
+// added in another order than v1's (each lane sums its vectors first), so
+// the results may differ from v1's in the last bit of fp32.
+void layernorm_forward_v2(const GpuContext *ctx, floatX *out, float *mean, float *rstd,
+                          const floatX *inp, const floatX *weight, const floatX *bias, int B,
+                          int T, int C);
+
+// residual = a + b (rounded to floatX, as residual_forward_v1), then out =
+// layernorm(residual) with its mean and rstd: the seam between two blocks in
+// one pass. Chapter 04's exercise (solutions/04_kernel_fusion/).
+void residual_layernorm_forward_v2(const GpuContext *ctx, floatX *residual, floatX *out,
+                                   float *mean, float *rstd, const floatX *a, const floatX *b,
+                                   const floatX *weight, const floatX *bias, int B, int T, int C);
+
+// layernorm_backward_v1's contract and scratch (all three ACCUMULATE), with
+// the dinp kernel in 16-byte vectors and its two row sums taken in one pass.
+void layernorm_backward_v2(const GpuContext *ctx, floatX *dinp, floatX *dweight, floatX *dbias,
+                           float *scratch, const floatX *dout, const floatX *inp,
+                           const floatX *weight, const float *mean, const float *rstd, int B,
+                           int T, int C);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,4 +1,6 @@
 // matmul.cu: see matmul.h.
+#include <stdio.h>
+
 #include "matmul.h"
 #include "reduce.cuh"
 
@@ -20,7 +22,9 @@ static void gemm(const GpuContext *ctx, cublasOperation_t op_a, cublasOperation_
     CUBLAS_CHECK(cublasGemmEx(ctx->cublas, op_a, op_b, m, n, k, &alpha, A, FLOATX_CUDA_TYPE, lda,
                               B, FLOATX_CUDA_TYPE, ldb, &beta, C, FLOATX_CUDA_TYPE, ldc,
                               gpu_gemm_compute_type(ctx), CUBLAS_GEMM_DEFAULT));
-    gpu_check_launch(ctx, what);
+    char name[160];  // the shape too: each GEMM's own line in a profile
+    snprintf(name, sizeof name, "%s %dx%dx%d", what, m, n, k);
+    gpu_check_launch(ctx, name);
 }
 
 // One thread per element of out; consecutive threads touch consecutive

@@ -7,11 +7,16 @@
 #                                   memory, and the time split by phase
 #   results/<gpu>/environment.txt   GPU, driver, CUDA, PyTorch, date, commit
 #   results/<gpu>/logs/<label>.txt  each of our runs, step by step (loss curves)
+#   results/<gpu>/profile_chNN.csv  each chapter's step, kernel by kernel
+#                                   (--profile: device ms per step and share),
+#                                   from a run of its own so that the timed
+#                                   runs carry no profiling marks
 #
 # Settings (environment variables): B (16), T (1024), STEPS (25: 5 warm-up +
 # 20 timed), LARGE_B (32: a second, larger batch where memory allows),
 # TRAINER_FP32 (build/train_gpt2_fp32), TRAINER_BF16 (build/train_gpt2_bf16),
-# PYTHON (python3).
+# PYTHON (python3), CHAPTERS (every chapter of the table), PYTORCH (1: also
+# PyTorch's rows; 0: ours only), PROFILE_STEPS (5).
 #
 # Each chapter runs in the trainer built for its precision: the chapter
 # table (--list-chapters: chapter, precision, switch, title) says which.
@@ -19,7 +24,8 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 B=${B:-16} T=${T:-1024} STEPS=${STEPS:-25} WARMUP=${WARMUP:-5} LARGE_B=${LARGE_B:-32}
 TRAINER_FP32=${TRAINER_FP32:-build/train_gpt2_fp32} TRAINER_BF16=${TRAINER_BF16:-build/train_gpt2_bf16}
-PYTHON=${PYTHON:-python3}
+PYTHON=${PYTHON:-python3} PYTORCH=${PYTORCH:-1} PROFILE_STEPS=${PROFILE_STEPS:-5}
+EXTRAS=${EXTRAS:-1}
 table=$("$TRAINER_FP32" --list-chapters)
 
 trainer_for() {  # chapter -> the trainer binary of its precision
@@ -60,33 +66,59 @@ ours() {  # label, batch, chapter, flags...
   grep '^bench:' "$out/logs/$label.txt"
 }
 
+# The chapter's step kernel by kernel: the warm-up, then PROFILE_STEPS
+# profiled steps (profiler.h), into profile_chNN.csv; the table is also at
+# the end of the log.
+profile() {  # chapter
+  local ch=$1 label; label=ch$(printf %02d "$1")
+  local trainer; trainer=$(trainer_for "$ch")
+  echo "== $label profile: $out/profile_$label.csv =="
+  "$trainer" --chapter "$ch" -b "$B" -t "$T" --steps $((WARMUP + PROFILE_STEPS)) --val-every 0 \
+    --sample-tokens 0 --log-every 1 --bench-warmup "$WARMUP" --profile "$PROFILE_STEPS" \
+    --profile-csv "$out/profile_$label.csv" --memory > "$out/logs/$label-profile.txt" 2>&1 \
+    || echo "!! $label profile failed: $(tail -1 "$out/logs/$label-profile.txt")"
+  grep '^profile:' "$out/logs/$label-profile.txt" | head -12
+}
+
 pytorch() {  # label, batch, mode
+  [ "$PYTORCH" = 1 ] || return 0
   echo "== $1 (B=$2) =="
   $PYTHON tools/pytorch_reference.py bench --mode "$3" --B "$2" --T "$T" \
     --steps $((STEPS - WARMUP)) --warmup "$WARMUP" --label "$1" --out-csv "$csv.torch" \
     || echo "!! $1 at B=$2 failed (see above)"
 }
 
-chapters=$(echo "$table" | awk 'NR > 1 {print $1}')
-last=$(echo "$chapters" | tail -1)
+chapters=${CHAPTERS:-$(echo "$table" | awk 'NR > 1 {print $1}')}
+last=$(echo "$table" | awk 'NR > 1 {print $1}' | tail -1)
 for ch in $chapters; do ours "ch$(printf %02d "$ch")" "$B" "$ch"; done
+for ch in $chapters; do profile "$ch"; done
 # Leave-one-out ablations at the last chapter: each run-time switch off in
 # turn. Only switches of the last chapter's precision: chapter 02's change,
 # bf16, is a build, not a switch (its ablation is the fp32 chapters' rows),
 # and tensor-cores (TF32) means nothing to bf16 GEMMs.
 last_prec=$(echo "$table" | awk -v ch="$last" 'NR > 1 && $1 == ch {print $2}')
-for sw in $(echo "$table" | awk -v p="$last_prec" 'NR > 1 && $3 != "-" && $2 == p {print $3}'); do
+[ "$EXTRAS" = 1 ] && for sw in $(echo "$table" | awk -v p="$last_prec" 'NR > 1 && $3 != "-" && $2 == p {print $3}'); do
   ours "ch$(printf %02d "$last")-no-$sw" "$B" "$last" "--no-$sw"
 done
 pytorch pytorch-eager-fp32 "$B" eager-fp32
 pytorch pytorch-eager-tf32 "$B" eager-tf32
 pytorch pytorch-eager-bf16 "$B" eager-bf16  # beside chapters 02 and 03
-# PyTorch's best single-GPU recipe: the book's target.
+# From chapter 04 on, each chapter has PyTorch's matching recipe beside it
+# (tools/pytorch_reference.py --list-modes): torch.compile with the eager
+# attention, then + SDPA, + the padded vocabulary, + tying, + fused AdamW.
+for entry in 4:compile-bf16 5:compile-bf16-sdpa 6:compile-bf16-sdpa-vocab \
+             7:compile-bf16-sdpa-vocab-tied; do
+  [ "${entry%%:*}" -le "$last" ] && pytorch "pytorch-${entry#*:}" "$B" "${entry#*:}"
+done
+# PyTorch's best single-GPU recipe (all of the above and fused AdamW): the
+# book's target, and chapter 08's row.
 pytorch pytorch-compile-bf16-flash "$B" compile-bf16-flash
 # The larger batch.
-ours "ch00-B$LARGE_B" "$LARGE_B" 0
-ours "ch$(printf %02d "$last")-B$LARGE_B" "$LARGE_B" "$last"
-pytorch "pytorch-eager-fp32-B$LARGE_B" "$LARGE_B" eager-fp32
+if [ "$EXTRAS" = 1 ]; then
+  ours "ch00-B$LARGE_B" "$LARGE_B" 0
+  ours "ch$(printf %02d "$last")-B$LARGE_B" "$LARGE_B" "$last"
+  pytorch "pytorch-eager-fp32-B$LARGE_B" "$LARGE_B" eager-fp32
+fi
 
 # PyTorch's rows, without their own header line.
 [ -f "$csv.torch" ] && grep -v '^label,' "$csv.torch" >> "$csv" && rm -f "$csv.torch"

@@ -58,6 +58,14 @@ CHAPTER_PYTORCH = {
     1: "pytorch-eager-tf32",
     2: "pytorch-eager-bf16",
     3: "pytorch-eager-bf16",  # eager bf16 already leaves loss.item() out of the step
+    4: "pytorch-compile-bf16",  # torch.compile, the eager attention
+    5: "pytorch-compile-bf16-sdpa",
+    6: "pytorch-compile-bf16-sdpa-vocab",
+    7: "pytorch-compile-bf16-sdpa-vocab-tied",
+    8: "pytorch-compile-bf16-flash",  # + fused AdamW: PyTorch's best
+    9: "pytorch-compile-bf16-flash",
+    10: "pytorch-compile-bf16-flash",
+    11: "pytorch-compile-bf16-flash",
 }
 
 PHASES = [  # results.csv column, legend label, colour

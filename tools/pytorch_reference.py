@@ -36,9 +36,10 @@ Commands (from the repository root; `--help` on each for every option):
   # re-read both files and recompute them, reporting the largest differences
   python3 tools/pytorch_reference.py verify --model M.bin --state S.bin
 
-  # time PyTorch's training step (see bench's docstring for the modes)
-  python3 tools/pytorch_reference.py bench --mode compile-bf16-flash --B 16 --T 1024 \
-      --steps 30 --warmup 10 --out-csv results/pytorch.csv --label pytorch-best
+  # time PyTorch's training step (see bench's docstring for the modes, or
+  # `bench --list-modes`)
+  python3 tools/pytorch_reference.py bench --mode compile-bf16-sdpa-vocab-tied-fused \
+      --B 16 --T 1024 --steps 30 --warmup 10 --out-csv results/pytorch.csv --label pytorch-best
 
 File formats (little-endian, as common/checkpoint.h and common/debug_state.h):
   checkpoint   256 int32 header: [0]=20240326 [1]=3 [2]=max_seq_len [3]=V [4]=L
@@ -66,7 +67,8 @@ import math
 import os
 import statistics
 import sys
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, fields, replace
 
 import numpy as np
 import torch
@@ -555,24 +557,65 @@ def cmd_verify(a):
 
 
 # ---- bench -------------------------------------------------------------------
+@dataclass(frozen=True)
+class BenchMode:
+    """One PyTorch training recipe: the book's switches, each on or off."""
+    chapters: str          # the book's chapters whose rows this one stands beside
+    tf32: bool             # TF32 for the matmuls that stay in fp32
+    bf16: bool             # bf16 autocast (fp32 weights and optimizer state)
+    sync_every_step: bool  # loss.item() in every step: a host-device sync
+    compile: bool          # torch.compile: Inductor fuses the elementwise ops
+    attention: str         # "manual": (B,H,T,T) scores, mask, softmax, @v; "sdpa": flash
+    pad_vocab: bool        # Vp = V rounded up to 128 (50257 -> 50304); else Vp = V
+    tied: bool             # lm_head is wte; else a separate (Vp,C) matrix
+    fused_adamw: bool      # AdamW(fused=True), foreach clipping; else one tensor at a time
+
+
+# The PyTorch ladder. From compile-bf16 on, each row is the row above it plus
+# one switch, as each chapter of the book is the previous one plus one.
 MODES = {
-    # tf32: TF32 matmuls; bf16: autocast; attention: "manual" or "sdpa"; pad: Vp=50304;
-    # tied: lm_head is wte; fused: fused AdamW (else per-parameter, foreach=False);
-    # item_every_step: loss.item() (a sync) in every step; compile: torch.compile
-    "eager-fp32": dict(tf32=False, bf16=False, attention="manual", pad=False, tied=False,
-                       fused=False, item_every_step=True, compile=False),
-    "eager-tf32": dict(tf32=True, bf16=False, attention="manual", pad=False, tied=False,
-                       fused=False, item_every_step=True, compile=False),
-    "eager-bf16": dict(tf32=True, bf16=True, attention="manual", pad=False, tied=False,
-                       fused=False, item_every_step=False, compile=False),
-    "compile-bf16-flash": dict(tf32=True, bf16=True, attention="sdpa", pad=True, tied=True,
-                               fused=True, item_every_step=False, compile=True),
+    #             chapters tf32    bf16    sync    compile  attention  pad     tied    fused
+    "eager-fp32":
+        BenchMode("00",    False,  False,  True,   False,   "manual",  False,  False,  False),
+    "eager-tf32":
+        BenchMode("01",    True,   False,  True,   False,   "manual",  False,  False,  False),
+    "eager-bf16":
+        BenchMode("02-03", True,   True,   False,  False,   "manual",  False,  False,  False),
+    "compile-bf16":
+        BenchMode("04",    True,   True,   False,  True,    "manual",  False,  False,  False),
+    "compile-bf16-sdpa":
+        BenchMode("05",    True,   True,   False,  True,    "sdpa",    False,  False,  False),
+    "compile-bf16-sdpa-vocab":
+        BenchMode("06",    True,   True,   False,  True,    "sdpa",    True,   False,  False),
+    "compile-bf16-sdpa-vocab-tied":
+        BenchMode("07",    True,   True,   False,  True,    "sdpa",    True,   True,   False),
+    "compile-bf16-sdpa-vocab-tied-fused":
+        BenchMode("08-11", True,   True,   False,  True,    "sdpa",    True,   True,   True),
 }
+# Old names, kept so that rows measured under them still read right. The row
+# records the name it was asked for (its `chapter` column: pytorch:NAME).
+ALIASES = {"compile-bf16-flash": "compile-bf16-sdpa-vocab-tied-fused"}
 
 # Dense BF16 tensor-core peaks (TFLOP/s), the default MFU denominator for every
 # mode, so that rows of one table divide by the same number.
 BF16_PEAK_TFLOPS = [("H100 PCIe", 756.0), ("H100", 989.4), ("H200", 989.4), ("H800", 989.4),
                     ("A100", 312.0), ("L40S", 362.05), ("RTX 4090", 165.2)]
+
+
+def mode_changes(before, after):
+    """The switches that differ between two modes, as 'name=value' strings."""
+    names = [f.name for f in fields(BenchMode) if f.name != "chapters"]
+    return [f"{n}={getattr(after, n)}" for n in names if getattr(before, n) != getattr(after, n)]
+
+
+def print_modes():
+    """The ladder, one row a line, with what each row changes over the one above."""
+    names = list(MODES)
+    for prev, name in zip([None] + names, names):
+        change = "-" if prev is None else ", ".join(mode_changes(MODES[prev], MODES[name]))
+        print(f"{name:36s} chapters {MODES[name].chapters:6s} {change}")
+    for alias, name in ALIASES.items():
+        print(f"{alias:36s} the same as {name}")
 
 
 def flops_per_token(model, T):
@@ -592,86 +635,110 @@ def flops_per_token(model, T):
     return 6 * n + 12 * c.num_layers * c.channels * T
 
 
-def cmd_bench(a):
-    """Times training steps: B*T synthetic random tokens per step (drawn
-    beforehand, already on the GPU), forward + loss, backward, gradient
-    clipping at --grad-clip (0: none), AdamW (weight decay 0.1 on matrices,
-    constant --lr) and zero_grad. Each step is bracketed by CUDA events; the
-    result is the median ms/step over the --steps timed steps after --warmup
-    steps. Modes:
-      eager-fp32          FP32, TF32 off, manual (B,H,T,T) attention, V=50257
-                          untied, AdamW foreach=False, loss.item() every step
-      eager-tf32          the same with TF32 on
-      eager-bf16          bf16 autocast, TF32 on, otherwise as eager-tf32 but
-                          no loss.item() in the step (losses read at the end)
-      compile-bf16-flash  bf16 autocast, TF32 on, scaled_dot_product_attention
-                          (is_causal), Vp=50304, tied wte/lm_head, fused AdamW,
-                          torch.compile, no sync in the step
-    The cross-entropy always excludes the padding logits (as the C trainer)."""
-    if not torch.cuda.is_available():
-        sys.exit("bench: needs a CUDA GPU")
-    m = MODES[a.mode]
-    device = torch.device("cuda")
-    set_tf32(m["tf32"])
+def is_out_of_memory(e):
+    """True when e, or an exception it wraps (torch.compile wraps errors raised
+    while it compiles), is PyTorch's out-of-memory error."""
+    while e is not None:
+        if isinstance(e, torch.cuda.OutOfMemoryError):
+            return True
+        e = e.__cause__ or e.__context__
+    return False
+
+
+def attention_rewrites():
+    """How many times Inductor's fuse_attention pass has replaced an attention
+    written out by hand with scaled_dot_product_attention in this process. For
+    the manual-attention modes it must stay 0: torch.compile may fuse the
+    elementwise ops around the (B,H,T,T) scores, but not skip the scores."""
+    from torch._dynamo.utils import counters  # PyTorch's own compile statistics
+    return counters["inductor"]["fuse_attention"]
+
+
+def build_for_bench(mode, a, device):
+    """The model and its optimizer, shaped and switched as the mode says."""
+    set_tf32(mode.tf32)
     torch.manual_seed(a.seed)
     V = a.vocab
-    Vp = ((V + 127) // 128) * 128 if m["pad"] else V  # 50257 -> 50304
+    Vp = ((V + 127) // 128) * 128 if mode.pad_vocab else V  # 50257 -> 50304
     cfg = GPT2Config(max_seq_len=a.max_seq_len, vocab_size=V, padded_vocab_size=Vp,
-                     num_layers=a.layers, num_heads=a.heads, channels=a.channels, tied=m["tied"])
+                     num_layers=a.layers, num_heads=a.heads, channels=a.channels,
+                     tied=mode.tied)
     if a.T > cfg.max_seq_len:
         sys.exit(f"bench: T={a.T} exceeds max_seq_len={cfg.max_seq_len}")
-    model = GPT2(cfg, attention=m["attention"]).to(device)
+    model = GPT2(cfg, attention=mode.attention).to(device)
     model.init_weights(a.seed)
+    # Not fused: foreach=False asks for the loop over tensors (chapter 00's
+    # AdamW); left unset, PyTorch would pick its multi-tensor version on a GPU.
     opt = torch.optim.AdamW(model.param_groups(0.1), lr=a.lr, betas=(0.9, 0.95), eps=1e-8,
-                            foreach=False, fused=m["fused"])
-    step_model = torch.compile(model) if m["compile"] else model
-    n = a.warmup + a.steps
-    gen = torch.Generator().manual_seed(a.seed + 1)
-    data = torch.randint(0, V, (n, a.B, a.T + 1), generator=gen).to(device)
+                            foreach=False, fused=mode.fused_adamw)
+    return model, opt
+
+
+def make_train_step(model, opt, mode, a, device, data):
+    """One training step on batch i: forward with the loss, backward, gradient
+    clipping, AdamW, zero_grad. The loss comes back as a device tensor, read
+    only after the timed loop, except where the mode syncs every step."""
+    forward = torch.compile(model) if mode.compile else model
 
     def step(i):
         x, y = data[i, :, :-1], data[i, :, 1:]
-        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=m["bf16"]):
-            _, loss = step_model(x, y)
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=mode.bf16):
+            _, loss = forward(x, y)  # the cross-entropy over the first V logits only
         loss.backward()
         if a.grad_clip > 0:
             torch.nn.utils.clip_grad_norm_(model.parameters(), a.grad_clip,
-                                           foreach=m["fused"])
+                                           foreach=mode.fused_adamw)
         opt.step()
         opt.zero_grad(set_to_none=True)
-        return loss.item() if m["item_every_step"] else loss.detach()
+        return loss.item() if mode.sync_every_step else loss.detach()
+    return step
 
-    torch.cuda.synchronize()
-    torch.cuda.reset_peak_memory_stats()
-    starts = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
-    ends = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
-    losses = []
-    for i in range(n):
-        starts[i].record()
-        losses.append(step(i))
-        ends[i].record()
-    torch.cuda.synchronize()
-    losses = [float(l) for l in losses]  # for the no-sync modes: read only now
-    times = [starts[i].elapsed_time(ends[i]) for i in range(a.warmup, n)]
+
+def time_steps(step, n, device):
+    """Runs steps 0..n-1 and returns (ms of each step, loss of each step). On a
+    GPU each step is bracketed by CUDA events, which time the GPU's work
+    without waiting for it; one synchronize at the end. On the CPU (a smoke
+    test, not a measurement) the wall clock."""
+    losses, times = [], []
+    if device.type == "cuda":
+        starts = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
+        ends = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
+        for i in range(n):
+            starts[i].record()
+            losses.append(step(i))
+            ends[i].record()
+        torch.cuda.synchronize()
+        times = [starts[i].elapsed_time(ends[i]) for i in range(n)]
+    else:
+        for i in range(n):
+            t0 = time.perf_counter()
+            losses.append(float(step(i)))
+            times.append((time.perf_counter() - t0) * 1e3)
+    return times, [float(l) for l in losses]  # the no-sync modes' losses: read only now
+
+
+def write_bench_row(a, chapter, model, device, times):
+    """Prints the results.csv header and row (and appends the row to
+    --out-csv): median ms/step, tok/s, TFLOP/s, MFU, peak device memory."""
     ms = statistics.median(times)
     tok_s = a.B * a.T / (ms / 1e3)
-    tflops = flops_per_token(model, a.T) * tok_s / 1e12
+    flops = flops_per_token(model, a.T)
+    tflops = flops * tok_s / 1e12
+    on_gpu = device.type == "cuda"
+    gpu = torch.cuda.get_device_name(device) if on_gpu else "cpu"
     peak = a.peak_tflops
-    gpu = torch.cuda.get_device_name()
-    if peak is None:
+    if peak is None and on_gpu:
         peak = next((p for key, p in BF16_PEAK_TFLOPS if key in gpu), None)
     mfu = tflops / peak if peak else float("nan")
-    mem = torch.cuda.max_memory_allocated() / 2**30
-    label = a.label or a.mode
+    # Peak memory since the reset before the first step: weights, optimizer
+    # state, gradients and the largest set of activations.
+    mem = f"{torch.cuda.max_memory_allocated(device) / 2**30:.2f}" if on_gpu else ""
     print(f"# torch {torch.__version__}, {gpu}, {model.num_params()} parameters, "
-          f"{flops_per_token(model, a.T)} FLOPs/token, MFU against {peak} TFLOP/s",
-          file=sys.stderr)
-    print(f"# losses: first {losses[0]:.4f}, last {losses[-1]:.4f}; "
-          f"timed ms min {min(times):.2f} max {max(times):.2f}", file=sys.stderr)
+          f"{flops} FLOPs/token, MFU against {peak} TFLOP/s", file=sys.stderr)
     # The columns of results.csv, shared with build/train_gpt2_fp32
     # --bench-csv; PyTorch has no phase split, so those columns stay empty.
-    row = (f"{label},pytorch:{a.mode},{a.B},{a.T},{len(times)},{ms:.2f},{tok_s:.0f},"
-           f"{tflops:.2f},{mfu:.4f},{mem:.2f},,,,")
+    row = (f"{a.label or a.mode},{chapter},{a.B},{a.T},{len(times)},{ms:.2f},{tok_s:.0f},"
+           f"{tflops:.2f},{mfu:.4f},{mem},,,,")
     cols = ("label,chapter,B,T,steps,ms_per_step,tok_per_s,tflops,mfu,peak_mem_gib,"
             "data_ms,forward_ms,backward_ms,optimizer_ms")
     print(cols)
@@ -682,6 +749,79 @@ def cmd_bench(a):
             if new:
                 f.write(cols + "\n")
             f.write(row + "\n")
+
+
+def cmd_bench(a):
+    """Times training steps: B*T synthetic random tokens per step (drawn
+    beforehand, already on the device, so no mode pays for data loading),
+    forward + loss, backward, gradient clipping at --grad-clip (0: none),
+    AdamW (weight decay 0.1 on matrices, constant --lr) and zero_grad. Each
+    step is bracketed by CUDA events; the result is the median ms/step over
+    the --steps timed steps after --warmup steps (torch.compile compiles in
+    the first step and may recompile in the second: keep --warmup >= 2).
+    Peak memory is torch.cuda.max_memory_allocated.
+
+    Modes (--list-modes prints them). From compile-bf16 on, each is the one
+    above plus one change, beside the book's chapter of the same change:
+      eager-fp32        00  FP32, TF32 off, manual attention (materializes the
+                            (B,H,T,T) scores), V=50257 untied, AdamW
+                            foreach=False fused=False (one tensor at a time),
+                            loss.item() every step
+      eager-tf32        01  the same with TF32 matmuls
+      eager-bf16        02-03  + bf16 autocast, no loss.item() in the step
+      compile-bf16      04  + torch.compile (attention still manual: q@k^T,
+                            mask, softmax, @v; the run stops if Inductor
+                            swaps it for scaled_dot_product_attention)
+      compile-bf16-sdpa 05  + F.scaled_dot_product_attention(is_causal=True)
+      compile-bf16-sdpa-vocab  06  + padded vocab Vp=50304
+      compile-bf16-sdpa-vocab-tied  07  + lm_head tied to wte
+      compile-bf16-sdpa-vocab-tied-fused  08-11  + AdamW(fused=True) and
+                            foreach gradient clipping: PyTorch's best recipe.
+                            Chapter 08 (data workers) has no PyTorch change:
+                            the tokens already wait on the device. Chapters
+                            10-11 compare against this row.
+      compile-bf16-flash  an alias of compile-bf16-sdpa-vocab-tied-fused (its
+                            old name, kept for the rows measured under it)
+    The cross-entropy always excludes the padding logits (as the C trainer).
+    No mode syncs inside the step but the eager fp32/tf32 ones' loss.item().
+    Out of memory (a large --B with manual attention) ends the run with one
+    line, "bench: out of memory at B=..", and exit status 1.
+    --device cpu --no-compile runs any mode's forward and backward on the
+    CPU, with wall-clock times and no peak memory: a smoke test only."""
+    if a.list_modes:
+        print_modes()
+        return
+    name = ALIASES.get(a.mode, a.mode)
+    mode = MODES[name]
+    chapter = f"pytorch:{a.mode}"
+    if a.no_compile and mode.compile:
+        mode, chapter = replace(mode, compile=False), chapter + ":no-compile"
+    device = torch.device(a.device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        sys.exit("bench: needs a CUDA GPU (or --device cpu for a smoke test)")
+    if a.mode != name:
+        print(f"# {a.mode} is {name}", file=sys.stderr)
+    try:
+        model, opt = build_for_bench(mode, a, device)
+        n = a.warmup + a.steps
+        gen = torch.Generator().manual_seed(a.seed + 1)
+        data = torch.randint(0, a.vocab, (n, a.B, a.T + 1), generator=gen).to(device)
+        step = make_train_step(model, opt, mode, a, device, data)
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+        times, losses = time_steps(step, n, device)
+    except Exception as e:
+        if not is_out_of_memory(e):
+            raise
+        sys.exit(f"bench: out of memory at B={a.B}, T={a.T} in mode {a.mode}")
+    if mode.compile and mode.attention == "manual" and attention_rewrites():
+        sys.exit(f"bench: torch.compile replaced the manual attention with "
+                 f"scaled_dot_product_attention: {a.mode} would not be eager attention")
+    times = times[a.warmup:]
+    print(f"# losses: first {losses[0]:.4f}, last {losses[-1]:.4f}; "
+          f"timed ms min {min(times):.2f} max {max(times):.2f}", file=sys.stderr)
+    write_bench_row(a, chapter, model, device, times)
 
 
 # ---- command line --------------------------------------------------------------
@@ -728,7 +868,9 @@ def main(argv=None):
 
     b = sub.add_parser("bench", help="time training steps", description=cmd_bench.__doc__,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
-    b.add_argument("--mode", choices=list(MODES), default="eager-fp32")
+    b.add_argument("--mode", choices=list(MODES) + list(ALIASES), default="eager-fp32")
+    b.add_argument("--list-modes", action="store_true",
+                   help="print the modes and what each changes, then exit")
     b.add_argument("--B", type=int, default=16)
     b.add_argument("--T", type=int, default=1024)
     b.add_argument("--steps", type=int, default=30, help="timed steps")
@@ -741,6 +883,10 @@ def main(argv=None):
                    help="MFU denominator (default: the GPU's dense BF16 peak, when known)")
     b.add_argument("--out-csv", help="append the row here (header when new)")
     b.add_argument("--label", help="the row's label (default: the mode)")
+    b.add_argument("--device", default="cuda",
+                   help="cuda (default), or cpu for a smoke test (wall-clock times)")
+    b.add_argument("--no-compile", action="store_true",
+                   help="skip torch.compile (a smoke test of a compiled mode's model)")
     b.set_defaults(func=cmd_bench)
 
     a = p.parse_args(argv)

@@ -38,7 +38,7 @@ static inline void write_llm_c_state(const char *path, const GPT2Config *cfg, in
     const float *g = grads_v_rows;
     for (int t = 0; t < NUM_PARAM_TENSORS; t++) {
         if (sizes[t] == 0) continue;
-        int vocab_rows = t == 0 || t == LM_HEAD_INDEX;
+        int vocab_rows = t == PARAM_WTE || t == PARAM_LM_HEAD;
         size_t n = vocab_rows ? V * C : sizes[t];
         fwrite(g, sizeof(float), n, fp);
         g += n;

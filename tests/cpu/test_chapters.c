@@ -1,10 +1,64 @@
-// test_chapters.c: the chapter table (common/chapters.h): each row adds one
-// change to the row before it, and each names the precision it runs in, the
-// trainer build (build/train_gpt2_fp32 or build/train_gpt2_bf16) that runs it.
+// test_chapters.c: the chapter and switch tables (common/chapters.h): each
+// chapter adds one change to the one before it, and each names the precision
+// it runs in, the trainer build (build/train_gpt2_fp32 or
+// build/train_gpt2_bf16) that runs it.
 #include <criterion/criterion.h>
 #include <string.h>
 
 #include "chapters.h"
+#include "util.h"
+
+// Every switch belongs to a chapter that exists, which runs in a build the
+// switch means something in; every chapter but the baseline and 02 (a
+// build) has exactly one switch; and chapter N's optimizations are chapter
+// N-1's with that one switch turned on.
+Test(chapters, the_switch_table_matches_the_chapters) {
+    for (int i = 0; i < switch_count(); i++) {
+        const Switch *s = switch_get(i);
+        const Chapter *ch = chapter_get(s->chapter);
+        cr_assert(ch != NULL, "switch %s: no chapter %d", s->name, s->chapter);
+        cr_assert(!strcmp(s->precision, "any") || !strcmp(s->precision, ch->precision),
+                  "switch %s (%s) belongs to chapter %d, which runs in %s", s->name,
+                  s->precision, s->chapter, ch->precision);
+        cr_assert(chapter_switch(s->chapter) == s, "chapter %d has two switches", s->chapter);
+    }
+    cr_assert(switch_get(switch_count()) == NULL);
+    for (int n = 0; n < chapter_count(); n++) {
+        const Switch *s = chapter_switch(n);
+        cr_assert((s == NULL) == (n == 0 || n == 2), "chapter %d's switch", n);
+        Optimizations now = chapter_optimizations(n);
+        Optimizations before = n > 0 ? chapter_optimizations(n - 1) : now;
+        for (int i = 0; i < switch_count(); i++) {
+            const Switch *t = switch_get(i);
+            int want = t->chapter <= n;
+            cr_assert_eq(switch_value(&now, t), want, "chapter %d: switch %s", n, t->name);
+            if (t != s) cr_assert_eq(switch_value(&before, t), switch_value(&now, t));
+        }
+    }
+}
+
+// A trainer refuses the switches of the other build, naming the flag.
+Test(chapters, a_switch_of_the_other_build_is_refused) {
+    Optimizations o = chapter_optimizations(3);
+    char err[ERR_LEN] = "";
+    cr_assert_eq(optimizations_apply_flag(&o, "--no-tensor-cores", "bf16", err), -1);
+    cr_assert(strstr(err, "--no-tensor-cores") && strstr(err, "fp32"), "got: %s", err);
+    cr_assert_eq(optimizations_apply_flag(&o, "--no-tensor-cores", "fp32", err), 1);
+    cr_assert_eq(o.tensor_cores, 0);
+    cr_assert_eq(optimizations_apply_flag(&o, "--sync-avoidance", "fp32", err), 1);
+    cr_assert_eq(optimizations_apply_flag(&o, "--no-such-switch", "fp32", err), 0);
+    cr_assert_eq(optimizations_apply_flag(&o, "sync-avoidance", "fp32", err), 0);
+}
+
+// No chapter so far changes the model's shape.
+Test(chapters, model_switches_leave_the_shape_of_chapters_00_to_03) {
+    GPT2Config c = gpt2_config_124m(), before = c;
+    for (int n = 0; n < chapter_count(); n++) {
+        Optimizations o = chapter_optimizations(n);
+        apply_model_switches(&o, &c);
+        cr_assert(memcmp(&c, &before, sizeof c) == 0, "chapter %d changed the shape", n);
+    }
+}
 
 Test(chapters, numbered_in_order_with_a_precision_each) {
     for (int i = 0; i < chapter_count(); i++) {
@@ -22,7 +76,7 @@ Test(chapters, mixed_precision_is_chapter_02s_build) {
     const Chapter *ch = chapter_get(2);
     cr_assert_str_eq(ch->slug, "02_mixed_precision");
     cr_assert_str_eq(ch->precision, "bf16");
-    cr_assert(ch->switch_name == NULL, "the precision is a build, not a switch");
+    cr_assert(chapter_switch(2) == NULL, "the precision is a build, not a switch");
     // Every later chapter keeps bf16: precision only ever changes at 02.
     for (int i = 2; i < chapter_count(); i++)
         cr_assert_str_eq(chapter_get(i)->precision, "bf16", "chapter %d", i);
@@ -36,8 +90,10 @@ Test(chapters, chapter_02_keeps_chapter_01s_switches) {
     cr_assert(memcmp(&one, &two, sizeof one) == 0, "chapter 02 changes the build, no switch");
     cr_assert(two.tensor_cores == 1);
     cr_assert(chapter_optimizations(0).tensor_cores == 0);
-    cr_assert(optimizations_apply_flag(&two, "--no-bf16") == 0, "there is no bf16 switch");
-    cr_assert(optimizations_apply_flag(&two, "--bf16") == 0);
+    char err[ERR_LEN];
+    cr_assert(optimizations_apply_flag(&two, "--no-bf16", "bf16", err) == 0,
+              "there is no bf16 switch");
+    cr_assert(optimizations_apply_flag(&two, "--bf16", "bf16", err) == 0);
 }
 
 // Chapter 03 is chapter 02 plus one switch, sync-avoidance, in bf16; it
@@ -47,12 +103,14 @@ Test(chapters, chapter_03_adds_sync_avoidance) {
     cr_assert(ch != NULL);
     cr_assert_str_eq(ch->slug, "03_sync_avoidance");
     cr_assert_str_eq(ch->title, "Sync avoidance");
-    cr_assert_str_eq(ch->switch_name, "sync-avoidance");
+    cr_assert_str_eq(chapter_switch(3)->name, "sync-avoidance");
     cr_assert_str_eq(ch->precision, "bf16");
     Optimizations two = chapter_optimizations(2), three = chapter_optimizations(3);
     cr_assert(two.sync_avoidance == 0 && three.sync_avoidance == 1);
     cr_assert(three.tensor_cores == 1, "chapter 03 keeps every earlier switch");
-    cr_assert(optimizations_apply_flag(&three, "--no-sync-avoidance") == 1);
+    char err[ERR_LEN];
+    cr_assert(optimizations_apply_flag(&three, "--no-sync-avoidance", "bf16", err) == 1);
     cr_assert(memcmp(&two, &three, sizeof two) == 0, "--no-sync-avoidance is chapter 02");
-    cr_assert(optimizations_apply_flag(&two, "--sync-avoidance") == 1 && two.sync_avoidance == 1);
+    cr_assert(optimizations_apply_flag(&two, "--sync-avoidance", "bf16", err) == 1 &&
+              two.sync_avoidance == 1);
 }

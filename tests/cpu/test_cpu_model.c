@@ -163,7 +163,7 @@ Test(cpu_model, init_follows_gpt2) {
     cr_assert(fabs(stddev(m.params_of[6], m.param_sizes[6]) - residual_std) < 0.0005);
     cr_assert(fabs(stddev(m.params_of[12], m.param_sizes[12]) - residual_std) < 0.0005);
     for (size_t i = real; i < m.param_sizes[0]; i++) cr_assert(m.params_of[0][i] == 0);
-    for (size_t i = real; i < m.param_sizes[16]; i++) cr_assert(m.params_of[16][i] == 0);
+    for (size_t i = real; i < m.param_sizes[PARAM_LM_HEAD]; i++) cr_assert(m.params_of[PARAM_LM_HEAD][i] == 0);
     for (int i = 0; i < cfg.channels; i++) {
         cr_assert(m.params_of[2][i] == 1 && m.params_of[3][i] == 0);
         cr_assert(m.params_of[14][i] == 1 && m.params_of[15][i] == 0);

@@ -126,8 +126,8 @@ Test(debug_state, gradients_have_the_checkpoint_s_padded_layout) {
         cr_assert_eq(memcmp(sizes, params, sizeof sizes), 0);
         cr_assert_eq(sizes[0], 64 * C, "wte has Vp rows");
         cr_assert_eq(real[0], 60 * C, "of which V are real");
-        cr_assert_eq(real[LM_HEAD_INDEX], tied ? 0 : 60 * C);
-        for (int t = 1; t < LM_HEAD_INDEX; t++) cr_assert_eq(real[t], sizes[t], "tensor %d", t);
+        cr_assert_eq(real[PARAM_LM_HEAD], tied ? 0 : 60 * C);
+        for (int t = 1; t < PARAM_LM_HEAD; t++) cr_assert_eq(real[t], sizes[t], "tensor %d", t);
     }
 }
 
@@ -142,7 +142,7 @@ Test(debug_state, copies_zero_the_padding_rows) {
         debug_grads_to_param_layout(&cfg, ds.grads, model);
         debug_grads_from_param_layout(&cfg, model, file);
         // Real rows as they were, padding rows zero, every tensor where it was.
-        size_t head = np - sizes[LM_HEAD_INDEX];
+        size_t head = np - sizes[PARAM_LM_HEAD];
         for (size_t i = 0; i < np; i++) {
             int padding = (i >= V * C && i < sizes[0]) || (!tied && i >= head + V * C);
             cr_assert_eq(model[i], padding ? 0.0f : ds.grads[i], "element %zu", i);

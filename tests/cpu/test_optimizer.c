@@ -83,3 +83,18 @@ Test(sampling, picks_by_cumulative_probability) {
     float q[3] = {0.3f, 0.3f, 0.0f};
     cr_assert(sample_from_probs(q, 3, 0.9999f) == 1);
 }
+
+// From logits: the same draws as from their softmax. log(0.1), log(0.2),
+// log(0.7) shifted by 5 (softmax ignores a shift): probabilities 0.1, 0.2, 0.7.
+Test(sampling, from_logits_as_from_their_softmax) {
+    float z[3] = {logf(0.1f) + 5, logf(0.2f) + 5, logf(0.7f) + 5};
+    cr_assert(sample_from_logits(z, 3, 0.0f) == 0);
+    cr_assert(sample_from_logits(z, 3, 0.05f) == 0);
+    cr_assert(sample_from_logits(z, 3, 0.15f) == 1);
+    cr_assert(sample_from_logits(z, 3, 0.35f) == 2);
+    cr_assert(sample_from_logits(z, 3, 0.9999f) == 2);
+    // Large logits do not overflow: the max is subtracted first.
+    float big[2] = {1000.0f, 1000.0f};
+    cr_assert(sample_from_logits(big, 2, 0.25f) == 0);
+    cr_assert(sample_from_logits(big, 2, 0.75f) == 1);
+}

@@ -9,6 +9,13 @@
 //    device buffers are freed by gpu_test_fini.
 //  - comparisons against the CPU reference with an explicit tolerance, and a
 //    bit-for-bit comparison for determinism.
+//  - the storage type: every kernel test is built twice, for fp32 and for
+//    bf16 (kernels/precision.h). Its floatX buffers go through the _x
+//    helpers, and its inputs are drawn already rounded to floatX
+//    (gt_random_x), so that the CPU reference computes from exactly the
+//    values the kernel reads, and what remains is the kernel's own error:
+//    its sums' order, and in bf16 the rounding of what it stores. Each
+//    tolerance is GT_TOL(fp32's, bf16's), with its reason beside it.
 //
 // Set GPU_TEST_VERBOSE=1 to print every comparison's worst error, which is
 // how each file's tolerances were chosen.
@@ -22,7 +29,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "floatx_host.h"
 #include "gpu_context.h"
+#include "precision.h"
 #include "util.h"
 
 #define GT_MAX_DEVICE_BUFFERS 256
@@ -99,6 +108,56 @@ static inline float *gt_download(const float *d, size_t n) {
     float *host = xmalloc(n * sizeof(float));
     CUDA_CHECK(cudaMemcpy(host, d, n * sizeof(float), cudaMemcpyDeviceToHost));
     return host;
+}
+
+// ---- the storage type, floatX -------------------------------------------------
+#ifdef PRECISION_BF16
+#define GT_TOL(fp32, bf16) (bf16)
+#else
+#define GT_TOL(fp32, bf16) (fp32)
+#endif
+
+// Uniform in [lo, hi), each value rounded to floatX (a no-op in fp32).
+static inline float *gt_random_x(size_t n, float lo, float hi, Rng *rng) {
+    float *x = gt_random(n, lo, hi, rng);
+    for (size_t i = 0; i < n; i++) x[i] = round_to_floatx(x[i]);
+    return x;
+}
+
+// n host floats as a floatX device buffer: exact for values gt_random_x drew.
+static inline floatX *gt_upload_x(const float *host, size_t n) {
+    floatX *stored = xmalloc(n * sizeof(floatX));
+    floatx_from_floats(stored, host, n);
+    floatX *d = gt_device_alloc(n * sizeof(floatX), "test buffer");
+    CUDA_CHECK(cudaMemcpy(d, stored, n * sizeof(floatX), cudaMemcpyHostToDevice));
+    free(stored);
+    return d;
+}
+
+// A floatX device buffer of NaNs: all-ones bytes are a NaN in bf16 too.
+static inline floatX *gt_device_poisoned_x(size_t n) {
+    floatX *d = gt_device_alloc(n * sizeof(floatX), "test buffer");
+    CUDA_CHECK(cudaMemset(d, 0xff, n * sizeof(floatX)));
+    return d;
+}
+
+// As gt_download, from a floatX buffer, each value converted exactly to float.
+static inline float *gt_download_x(const floatX *d, size_t n) {
+    CUDA_CHECK(cudaStreamSynchronize(gt_ctx.stream));
+    floatX *stored = xmalloc(n * sizeof(floatX));
+    CUDA_CHECK(cudaMemcpy(stored, d, n * sizeof(floatX), cudaMemcpyDeviceToHost));
+    float *host = xmalloc(n * sizeof(float));
+    floats_from_floatx(host, stored, n);
+    free(stored);
+    return host;
+}
+
+// The CPU reference's results as the kernel stores them: rounded to floatX
+// (for the kernels whose only error is that rounding: compared bit for bit).
+static inline float *gt_rounded_x(const float *x, size_t n) {
+    float *y = xmalloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++) y[i] = round_to_floatx(x[i]);
+    return y;
 }
 
 // ---- comparisons --------------------------------------------------------------

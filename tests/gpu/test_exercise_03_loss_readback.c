@@ -3,17 +3,19 @@
 // loss_readback.c): the values come back exactly; loss_readback_start does
 // not wait for the device; loss_readback_finish does, once, and not before
 // the copy has landed.
-#include "adamw.h"
 #include "gpu_test.h"
 #include "loss_readback.h"
+#include "softmax_crossentropy.h"
 
 TestSuite(exercise_loss_readback, .init = gpu_test_init, .fini = gpu_test_fini);
 
 // CUDA loads a kernel's code the first time the kernel is launched (lazy
 // loading, CUDA_MODULE_LOADING=LAZY, the default), and that load may wait for
 // the whole device. So every kernel a test times is launched once first.
+// (The kernels here write fp32 values, as the losses are in every build:
+// dlosses_fill_v1 fills B*T floats with 1 / (B*T).)
 static void load_kernels(float *d, int n) {
-    scale_v1(&gt_ctx, d, (size_t)n, 1.0f);
+    dlosses_fill_v1(&gt_ctx, d, 1, n);
     CUDA_CHECK(cudaMemsetAsync(d, 0, sizeof(float), gt_ctx.stream));
     CUDA_CHECK(cudaStreamSynchronize(gt_ctx.stream));
 }
@@ -47,8 +49,8 @@ Test(exercise_loss_readback, returns_the_device_values) {
     loss_readback_free(&r);
 }
 
-// The device is kept busy, then the values to read are computed (x * 0.5,
-// by scale_v1, queued after the busy work), then the readback starts. The
+// The device is kept busy, then the values to read are computed (1 / N each,
+// by dlosses_fill_v1, queued after the busy work), then the readback starts. The
 // start must return while all of that is still queued: the copy's event is
 // not done yet, and no wait was counted. The finish must then wait (one
 // event wait, counted) and return the computed values, not what the pinned
@@ -58,7 +60,7 @@ Test(exercise_loss_readback, start_does_not_wait_and_finish_does) {
     Rng rng;
     rng_seed(&rng, 32);
     float *x = gt_random(N, 1.0f, 4.0f, &rng), want[N], out[N];
-    for (int i = 0; i < N; i++) want[i] = x[i] * 0.5f;
+    for (int i = 0; i < N; i++) want[i] = 1.0f / (float)N;
     float *d_x = gt_upload(x, N);
     LossReadback r;
     loss_readback_init(&r, N);
@@ -67,7 +69,7 @@ Test(exercise_loss_readback, start_does_not_wait_and_finish_does) {
     load_kernels(scratch, N);
     gt_ctx.sync_after_launch = 0;  // as in chapter 03: the host queues, and goes on
     keep_device_busy();
-    scale_v1(&gt_ctx, d_x, N, 0.5f);
+    dlosses_fill_v1(&gt_ctx, d_x, 1, N);
     GpuSyncCounts before = gpu_sync_counts();
     loss_readback_start(&r, d_x, N, gt_ctx.stream);
     cudaError_t state = cudaEventQuery(r.copied);
@@ -90,19 +92,18 @@ Test(exercise_loss_readback, start_does_not_wait_and_finish_does) {
 }
 
 // The readback follows the stream's order: values written by a kernel
-// queued just before the start are the ones read, over and over.
+// queued just before the start are the ones read, over and over (round k
+// fills the first (k+1) * N floats with 1 / ((k+1) * N)).
 Test(exercise_loss_readback, reads_what_the_stream_wrote_before_it) {
     enum { N = 16, ROUNDS = 20 };
-    float ones[N], out[N];
-    for (int i = 0; i < N; i++) ones[i] = 1.0f;
-    float *d_x = gt_upload(ones, N);
+    float out[N];
+    float *d_x = gt_device_alloc(ROUNDS * N * sizeof(float), "values");
     LossReadback r;
     loss_readback_init(&r, N);
     gt_ctx.sync_after_launch = 0;
-    float expect = 1.0f;
     for (int k = 0; k < ROUNDS; k++) {
-        scale_v1(&gt_ctx, d_x, N, 0.5f);
-        expect *= 0.5f;
+        dlosses_fill_v1(&gt_ctx, d_x, k + 1, N);
+        const float expect = 1.0f / (float)((k + 1) * N);
         loss_readback_start(&r, d_x, N, gt_ctx.stream);
         cr_assert_eq(loss_readback_finish(&r, out), N);
         for (int i = 0; i < N; i++)

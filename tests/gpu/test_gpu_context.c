@@ -1,7 +1,7 @@
 // test_gpu_context.c: the context's starting state, the one switch that
 // chapter 01 flips, and the synchronization counter of chapter 03.
-#include "adamw.h"
 #include "gpu_test.h"
+#include "softmax_crossentropy.h"
 
 TestSuite(gpu_context, .init = gpu_test_init, .fini = gpu_test_fini);
 
@@ -12,7 +12,12 @@ Test(gpu_context, starts_with_chapter_00_switches) {
     cr_assert_gt(gt_ctx.sm_count, 0);
     cr_assert_eq(gpu_gemm_compute_type(&gt_ctx), CUBLAS_COMPUTE_32F);
     gt_ctx.tensor_cores = 1;
+#ifdef PRECISION_BF16
+    // bf16 operands: fp32 sums on the tensor cores, whatever the switch says.
+    cr_assert_eq(gpu_gemm_compute_type(&gt_ctx), CUBLAS_COMPUTE_32F);
+#else
     cr_assert_eq(gpu_gemm_compute_type(&gt_ctx), CUBLAS_COMPUTE_32F_FAST_TF32);
+#endif
 }
 
 // Every wait goes through the counter, by kind; launches and asynchronous
@@ -26,9 +31,9 @@ Test(gpu_context, counts_each_synchronization_by_kind) {
     for (size_t i = 0; i < n; i++) host[i] = 1.0f;
     GpuSyncCounts before = gpu_sync_counts();
     gpu_memcpy_sync(d, host, n * sizeof(float), cudaMemcpyHostToDevice);  // copy
-    scale_v1(&gt_ctx, d, n, 0.5f);                                          // launch check
+    dlosses_fill_v1(&gt_ctx, d, 1, 500);                                    // launch check
     gt_ctx.sync_after_launch = 0;
-    scale_v1(&gt_ctx, d, n, 0.5f);                                          // no wait
+    dlosses_fill_v1(&gt_ctx, d + 500, 1, 500);                              // no wait
     CUDA_CHECK(cudaMemcpyAsync(host, d, n * sizeof(float), cudaMemcpyDeviceToHost,
                                gt_ctx.stream));                             // no wait
     cudaEvent_t ev;
@@ -48,6 +53,7 @@ Test(gpu_context, counts_each_synchronization_by_kind) {
                      want[k]);
     GpuSyncCounts d5 = {{1, 1, 1, 1, 1}};
     cr_assert_eq(gpu_sync_total(&d5), 5);
-    for (size_t i = 0; i < n; i++) cr_assert(host[i] == 0.25f, "value %zu: %g", i, (double)host[i]);
+    for (size_t i = 0; i < n; i++)
+        cr_assert(host[i] == 1.0f / 500, "value %zu: %g", i, (double)host[i]);
     CUDA_CHECK(cudaFreeHost(host));
 }

@@ -3,7 +3,9 @@
 //
 // Tolerance: none. The forward pass is one add per element, and the backward
 // pass adds each gradient element's terms in the CPU reference's order (that
-// is what the buckets are for), so the results must be bit-identical.
+// is what the buckets are for), so the results must be bit-identical: in
+// bf16, to the CPU's fp32 result rounded to bf16, since the kernels add in
+// fp32 and round once, when they store.
 #include "encoder.h"
 #include "gpt2_cpu.h"
 #include "gpu_test.h"
@@ -18,14 +20,15 @@ Test(kernels_encoder, forward_is_bit_identical_to_cpu) {
     Rng rng;
     rng_seed(&rng, 1);
     int32_t *tokens = gt_random_tokens(BT, V, &rng);
-    float *wte = gt_random((size_t)V * C, -1, 1, &rng), *wpe = gt_random((size_t)T * C, -1, 1, &rng);
+    float *wte = gt_random_x((size_t)V * C, -1, 1, &rng);
+    float *wpe = gt_random_x((size_t)T * C, -1, 1, &rng);
     float *out = xmalloc(N * sizeof(float));
     cpu_encoder_forward(out, tokens, wte, wpe, B, T, C);
 
-    float *d_out = gt_device_poisoned(N);
-    encoder_forward_v1(&gt_ctx, d_out, gt_upload_i32(tokens, BT), gt_upload(wte, (size_t)V * C),
-                       gt_upload(wpe, (size_t)T * C), B, T, C);
-    gt_assert_identical("encoder out", gt_download(d_out, N), out, N);
+    floatX *d_out = gt_device_poisoned_x(N);
+    encoder_forward_v1(&gt_ctx, d_out, gt_upload_i32(tokens, BT), gt_upload_x(wte, (size_t)V * C),
+                       gt_upload_x(wpe, (size_t)T * C), B, T, C);
+    gt_assert_identical("encoder out", gt_download_x(d_out, N), gt_rounded_x(out, N), N);
 }
 
 // V small against B*T = 111 positions: every token repeats many times, the
@@ -35,9 +38,9 @@ static void check_backward(int B, int T, int C, int V, uint64_t seed) {
     Rng rng;
     rng_seed(&rng, seed);
     int32_t *tokens = gt_random_tokens(BT, V, &rng);
-    float *dout = gt_random(N, -1, 1, &rng);
-    float *dwte0 = gt_random((size_t)V * C, -1, 1, &rng);
-    float *dwpe0 = gt_random((size_t)T * C, -1, 1, &rng);
+    float *dout = gt_random_x(N, -1, 1, &rng);
+    float *dwte0 = gt_random_x((size_t)V * C, -1, 1, &rng);
+    float *dwpe0 = gt_random_x((size_t)T * C, -1, 1, &rng);
     float *dwte = gt_copy(dwte0, (size_t)V * C), *dwpe = gt_copy(dwpe0, (size_t)T * C);
     cpu_encoder_backward(dwte, dwpe, dout, tokens, B, T, C);
 
@@ -47,11 +50,14 @@ static void check_backward(int B, int T, int C, int V, uint64_t seed) {
     cr_assert_eq(encoder_buckets_build(&eb, tokens, err), 0, "%s", err);
     int32_t *d_packed = gt_device_alloc(encoder_buckets_ints((int)BT) * sizeof(int32_t), "buckets");
     encoder_buckets_upload(&gt_ctx, d_packed, &eb);
-    float *d_dwte = gt_upload(dwte0, (size_t)V * C), *d_dwpe = gt_upload(dwpe0, (size_t)T * C);
-    encoder_backward_v1(&gt_ctx, d_dwte, d_dwpe, gt_upload(dout, N), d_packed, eb.num_buckets, B,
+    floatX *d_dwte = gt_upload_x(dwte0, (size_t)V * C);
+    floatX *d_dwpe = gt_upload_x(dwpe0, (size_t)T * C);
+    encoder_backward_v1(&gt_ctx, d_dwte, d_dwpe, gt_upload_x(dout, N), d_packed, eb.num_buckets, B,
                         T, C);
-    gt_assert_identical("encoder dwte", gt_download(d_dwte, (size_t)V * C), dwte, (size_t)V * C);
-    gt_assert_identical("encoder dwpe", gt_download(d_dwpe, (size_t)T * C), dwpe, (size_t)T * C);
+    gt_assert_identical("encoder dwte", gt_download_x(d_dwte, (size_t)V * C),
+                        gt_rounded_x(dwte, (size_t)V * C), (size_t)V * C);
+    gt_assert_identical("encoder dwpe", gt_download_x(d_dwpe, (size_t)T * C),
+                        gt_rounded_x(dwpe, (size_t)T * C), (size_t)T * C);
     encoder_buckets_free(&eb);
 }
 

@@ -1,30 +1,43 @@
-// test_kernels_layernorm.c: layernorm_forward_v1 and layernorm_backward_v1
-// against the CPU reference.
+// test_kernels_layernorm.c: the layernorm kernels, v1 (chapter 00) and v2
+// (chapter 04, 16-byte vectors), against the CPU reference.
 #include "gpt2_cpu.h"
 #include "gpu_test.h"
 #include "layernorm.h"
 
-// fp32 on both sides; the GPU sums each row's C values (and each channel's
-// B*T rows) in a different order than the CPU's left-to-right loop. The
-// difference is a few ulps of the sums, far below 1e-5 of the tensors' scale.
-#define LN_TOL 1e-5
+// fp32: the GPU sums each row's C values (and each channel's B*T rows) in a
+// different order than the CPU's left-to-right loop. The difference is a few
+// ulps of the sums, far below 1e-5 of the tensors' scale. bf16: the same
+// fp32 arithmetic on the same (rounded) inputs, and each stored value
+// rounded once, by at most 2^-9 of itself: 4e-3 is twice that.
+#define LN_TOL GT_TOL(1e-5, 4e-3)
+// mean and rstd are fp32 in both builds, computed from the same inputs.
+#define LN_STATS_TOL 1e-5
 // Against the double build, for inputs near 100 with a spread of 1: the float
 // mean is off by about an ulp of the row's sum divided by C (~1e-5), which
 // every xhat carries times rstd (~3.5). A one-pass variance, E[x^2] - E[x]^2,
-// would be off by O(1) here: the reason for two passes.
+// would be off by O(1) here: the reason for two passes. (bf16 adds the
+// rounding of the output, as LN_TOL.)
 #define LN_LARGE_MEAN_TOL 1e-4
+#define LN_LARGE_MEAN_OUT_TOL GT_TOL(1e-4, 4e-3)
 
 TestSuite(kernels_layernorm, .init = gpu_test_init, .fini = gpu_test_fini);
 
-static void check_against_cpu(int B, int T, int C, uint64_t seed) {
+typedef void (*LayernormForward)(const GpuContext *, floatX *, float *, float *, const floatX *,
+                                 const floatX *, const floatX *, int, int, int);
+typedef void (*LayernormBackward)(const GpuContext *, floatX *, floatX *, floatX *, float *,
+                                  const floatX *, const floatX *, const floatX *, const float *,
+                                  const float *, int, int, int);
+
+static void check_version_against_cpu(LayernormForward forward, LayernormBackward backward, int B,
+                                      int T, int C, uint64_t seed) {
     const size_t BT = (size_t)B * T, N = BT * C;
     Rng rng;
     rng_seed(&rng, seed);
-    float *inp = gt_random(N, -2, 3, &rng), *w = gt_random(C, 0.5f, 1.5f, &rng);
-    float *b = gt_random(C, -1, 1, &rng), *dout = gt_random(N, -1, 1, &rng);
+    float *inp = gt_random_x(N, -2, 3, &rng), *w = gt_random_x(C, 0.5f, 1.5f, &rng);
+    float *b = gt_random_x(C, -1, 1, &rng), *dout = gt_random_x(N, -1, 1, &rng);
     // Nonzero starting gradients: the backward pass must add to them.
-    float *dinp0 = gt_random(N, -1, 1, &rng), *dw0 = gt_random(C, -1, 1, &rng);
-    float *db0 = gt_random(C, -1, 1, &rng);
+    float *dinp0 = gt_random_x(N, -1, 1, &rng), *dw0 = gt_random_x(C, -1, 1, &rng);
+    float *db0 = gt_random_x(C, -1, 1, &rng);
 
     float *out = xmalloc(N * sizeof(float)), *mean = xmalloc(BT * sizeof(float));
     float *rstd = xmalloc(BT * sizeof(float));
@@ -32,22 +45,25 @@ static void check_against_cpu(int B, int T, int C, uint64_t seed) {
     float *dinp = gt_copy(dinp0, N), *dw = gt_copy(dw0, C), *db = gt_copy(db0, C);
     cpu_layernorm_backward(dinp, dw, db, dout, inp, w, mean, rstd, B, T, C);
 
-    float *d_inp = gt_upload(inp, N), *d_w = gt_upload(w, C), *d_b = gt_upload(b, C);
-    float *d_out = gt_device_poisoned(N), *d_mean = gt_device_poisoned(BT);
-    float *d_rstd = gt_device_poisoned(BT);
-    layernorm_forward_v1(&gt_ctx, d_out, d_mean, d_rstd, d_inp, d_w, d_b, B, T, C);
-    gt_compare("layernorm out", gt_download(d_out, N), out, N, LN_TOL);
-    gt_compare("layernorm mean", gt_download(d_mean, BT), mean, BT, LN_TOL);
-    gt_compare("layernorm rstd", gt_download(d_rstd, BT), rstd, BT, LN_TOL);
+    floatX *d_inp = gt_upload_x(inp, N), *d_w = gt_upload_x(w, C), *d_b = gt_upload_x(b, C);
+    floatX *d_out = gt_device_poisoned_x(N);
+    float *d_mean = gt_device_poisoned(BT), *d_rstd = gt_device_poisoned(BT);
+    forward(&gt_ctx, d_out, d_mean, d_rstd, d_inp, d_w, d_b, B, T, C);
+    gt_compare("layernorm out", gt_download_x(d_out, N), out, N, LN_TOL);
+    gt_compare("layernorm mean", gt_download(d_mean, BT), mean, BT, LN_STATS_TOL);
+    gt_compare("layernorm rstd", gt_download(d_rstd, BT), rstd, BT, LN_STATS_TOL);
 
-    float *d_dout = gt_upload(dout, N), *d_dinp = gt_upload(dinp0, N);
-    float *d_dw = gt_upload(dw0, C), *d_db = gt_upload(db0, C);
+    floatX *d_dout = gt_upload_x(dout, N), *d_dinp = gt_upload_x(dinp0, N);
+    floatX *d_dw = gt_upload_x(dw0, C), *d_db = gt_upload_x(db0, C);
     float *d_scratch = gt_device_poisoned(layernorm_backward_scratch_floats(B, T, C));
-    layernorm_backward_v1(&gt_ctx, d_dinp, d_dw, d_db, d_scratch, d_dout, d_inp, d_w, d_mean,
-                          d_rstd, B, T, C);
-    gt_compare("layernorm dinp", gt_download(d_dinp, N), dinp, N, LN_TOL);
-    gt_compare("layernorm dweight", gt_download(d_dw, C), dw, C, LN_TOL);
-    gt_compare("layernorm dbias", gt_download(d_db, C), db, C, LN_TOL);
+    backward(&gt_ctx, d_dinp, d_dw, d_db, d_scratch, d_dout, d_inp, d_w, d_mean, d_rstd, B, T, C);
+    gt_compare("layernorm dinp", gt_download_x(d_dinp, N), dinp, N, LN_TOL);
+    gt_compare("layernorm dweight", gt_download_x(d_dw, C), dw, C, LN_TOL);
+    gt_compare("layernorm dbias", gt_download_x(d_db, C), db, C, LN_TOL);
+}
+
+static void check_against_cpu(int B, int T, int C, uint64_t seed) {
+    check_version_against_cpu(layernorm_forward_v1, layernorm_backward_v1, B, T, C, seed);
 }
 
 // B*T = 111 rows (one chunk of parameter partials), C = 72: not a multiple of
@@ -63,8 +79,8 @@ Test(kernels_layernorm, two_pass_variance_survives_a_large_mean) {
     const size_t BT = (size_t)B * T, N = BT * C;
     Rng rng;
     rng_seed(&rng, 3);
-    float *inp = gt_random(N, 100, 101, &rng), *w = gt_random(C, 0.5f, 1.5f, &rng);
-    float *b = gt_random(C, -1, 1, &rng);
+    float *inp = gt_random_x(N, 100, 101, &rng), *w = gt_random_x(C, 0.5f, 1.5f, &rng);
+    float *b = gt_random_x(C, -1, 1, &rng);
     double *inp64 = xmalloc(N * sizeof(double)), *w64 = xmalloc(C * sizeof(double));
     double *b64 = xmalloc(C * sizeof(double)), *out64 = xmalloc(N * sizeof(double));
     double *mean64 = xmalloc(BT * sizeof(double)), *rstd64 = xmalloc(BT * sizeof(double));
@@ -75,12 +91,12 @@ Test(kernels_layernorm, two_pass_variance_survives_a_large_mean) {
     for (size_t i = 0; i < N; i++) out_ref[i] = (float)out64[i];
     for (size_t i = 0; i < BT; i++) rstd_ref[i] = (float)rstd64[i];
 
-    float *d_inp = gt_upload(inp, N), *d_w = gt_upload(w, C), *d_b = gt_upload(b, C);
-    float *d_out = gt_device_poisoned(N), *d_mean = gt_device_poisoned(BT);
-    float *d_rstd = gt_device_poisoned(BT);
+    floatX *d_inp = gt_upload_x(inp, N), *d_w = gt_upload_x(w, C), *d_b = gt_upload_x(b, C);
+    floatX *d_out = gt_device_poisoned_x(N);
+    float *d_mean = gt_device_poisoned(BT), *d_rstd = gt_device_poisoned(BT);
     layernorm_forward_v1(&gt_ctx, d_out, d_mean, d_rstd, d_inp, d_w, d_b, B, T, C);
-    gt_compare("layernorm out, mean ~100 (vs double)", gt_download(d_out, N), out_ref, N,
-               LN_LARGE_MEAN_TOL);
+    gt_compare("layernorm out, mean ~100 (vs double)", gt_download_x(d_out, N), out_ref, N,
+               LN_LARGE_MEAN_OUT_TOL);
     gt_compare("layernorm rstd, mean ~100 (vs double)", gt_download(d_rstd, BT), rstd_ref, BT,
                LN_LARGE_MEAN_TOL);
 }
@@ -90,26 +106,36 @@ Test(kernels_layernorm, backward_is_deterministic) {
     const size_t BT = (size_t)B * T, N = BT * C;
     Rng rng;
     rng_seed(&rng, 4);
-    float *d_inp = gt_upload(gt_random(N, -2, 3, &rng), N);
-    float *d_w = gt_upload(gt_random(C, 0.5f, 1.5f, &rng), C);
-    float *d_b = gt_upload(gt_random(C, -1, 1, &rng), C);
-    float *d_dout = gt_upload(gt_random(N, -1, 1, &rng), N);
-    float *d_out = gt_device_poisoned(N), *d_mean = gt_device_poisoned(BT);
-    float *d_rstd = gt_device_poisoned(BT);
+    floatX *d_inp = gt_upload_x(gt_random_x(N, -2, 3, &rng), N);
+    floatX *d_w = gt_upload_x(gt_random_x(C, 0.5f, 1.5f, &rng), C);
+    floatX *d_b = gt_upload_x(gt_random_x(C, -1, 1, &rng), C);
+    floatX *d_dout = gt_upload_x(gt_random_x(N, -1, 1, &rng), N);
+    floatX *d_out = gt_device_poisoned_x(N);
+    float *d_mean = gt_device_poisoned(BT), *d_rstd = gt_device_poisoned(BT);
     float *d_scratch = gt_device_poisoned(layernorm_backward_scratch_floats(B, T, C));
     layernorm_forward_v1(&gt_ctx, d_out, d_mean, d_rstd, d_inp, d_w, d_b, B, T, C);
-    float *dinp0 = gt_random(N, -1, 1, &rng), *dw0 = gt_random(C, -1, 1, &rng);
-    float *db0 = gt_random(C, -1, 1, &rng);
+    float *dinp0 = gt_random_x(N, -1, 1, &rng), *dw0 = gt_random_x(C, -1, 1, &rng);
+    float *db0 = gt_random_x(C, -1, 1, &rng);
     float *runs[2][3];
     for (int run = 0; run < 2; run++) {
-        float *d_dinp = gt_upload(dinp0, N), *d_dw = gt_upload(dw0, C), *d_db = gt_upload(db0, C);
+        floatX *d_dinp = gt_upload_x(dinp0, N), *d_dw = gt_upload_x(dw0, C);
+        floatX *d_db = gt_upload_x(db0, C);
         layernorm_backward_v1(&gt_ctx, d_dinp, d_dw, d_db, d_scratch, d_dout, d_inp, d_w, d_mean,
                               d_rstd, B, T, C);
-        runs[run][0] = gt_download(d_dinp, N);
-        runs[run][1] = gt_download(d_dw, C);
-        runs[run][2] = gt_download(d_db, C);
+        runs[run][0] = gt_download_x(d_dinp, N);
+        runs[run][1] = gt_download_x(d_dw, C);
+        runs[run][2] = gt_download_x(d_db, C);
     }
     gt_assert_identical("layernorm dinp, two runs", runs[0][0], runs[1][0], N);
     gt_assert_identical("layernorm dweight, two runs", runs[0][1], runs[1][1], C);
     gt_assert_identical("layernorm dbias, two runs", runs[0][2], runs[1][2], C);
+}
+
+// v2 reads rows in 16-byte vectors: C a multiple of 8. 72 is 9 vectors of 8
+// in bf16, fewer than one per lane; 776 is 97 of them, three passes of the
+// warp and a partial fourth; 768 is GPT-2's.
+Test(kernels_layernorm, v2_matches_cpu) {
+    check_version_against_cpu(layernorm_forward_v2, layernorm_backward_v2, 3, 37, 72, 5);
+    check_version_against_cpu(layernorm_forward_v2, layernorm_backward_v2, 5, 67, 776, 6);
+    check_version_against_cpu(layernorm_forward_v2, layernorm_backward_v2, 2, 64, 768, 7);
 }

@@ -5,19 +5,17 @@
 // Built twice (Makefile): into build/tests/gpu_tests for the fp32 build
 // (chapters 00-01) and, with -DPRECISION_BF16, into build/tests/gpu_tests_bf16
 // for the bf16 build (chapter 02 on), where the tests under PRECISION_BF16
-// below compare the bf16 model with the same fp32 CPU reference.
+// below compare the bf16 model with the same fp32 CPU reference. Each model
+// runs the kernels of one chapter (gpu_ops_select).
 #include <criterion/criterion.h>
 #include <criterion/parameterized.h>
 
+#include "compare.h"
 #include "gpt2_cpu.h"
 #include "gpt2_gpu.h"
 #include "gpu_test.h"
 #include "optimizer.h"
 #include "tolerances.h"
-#ifdef PRECISION_BF16
-#include "bf16.h"
-#include "check_state.h"  // cosine_similarity
-#endif
 
 TestSuite(model, .init = gpu_test_init, .fini = gpu_test_fini);
 
@@ -29,13 +27,31 @@ static GPT2Config tiny(int tied, int padded) {
     return c;
 }
 
-// A CPU model and a GPU model with the same weights: GPT-2's init at 3x
-// scale, so that the non-linear paths matter (as in test_cpu_model.c).
-static void make_models(const GPT2Config *cfg, GPT2Cpu *cpu, GPT2Gpu *gpu) {
+// The first chapter of this build: 00 (fp32) or 02 (bf16).
+static int first_chapter(void) { return chapter_first_of_precision(PRECISION_NAME); }
+
+// A CPU model and a GPU model of chapter `chapter` with the same weights:
+// GPT-2's init at 3x scale, so that the non-linear paths matter (as in
+// test_cpu_model.c).
+static void make_models_of(const GPT2Config *cfg, GPT2Cpu *cpu, GPT2Gpu *gpu, int chapter) {
     gpt2_cpu_init(cpu, cfg);
     gpt2_cpu_init_random(cpu, 7);
     for (size_t i = 0; i < cpu->num_params; i++) cpu->params[i] *= 3;
-    gpt2_gpu_init(gpu, &gt_ctx, cfg, cpu->params, B, T);
+    Optimizations o = chapter_optimizations(chapter);
+    gpt2_gpu_init(gpu, &gt_ctx, cfg, cpu->params, B, T, &o);
+}
+
+static void make_models(const GPT2Config *cfg, GPT2Cpu *cpu, GPT2Gpu *gpu) {
+    make_models_of(cfg, cpu, gpu, first_chapter());
+}
+
+// The GPU's forward (GPT2_TRAIN) and backward passes on a batch; its loss.
+static float gpu_forward_backward(GPT2Gpu *gpu, const int32_t *x, const int32_t *y) {
+    char err[ERR_LEN];
+    cr_assert(gpt2_gpu_forward_tokens(gpu, x, y, B, T, GPT2_TRAIN, err) == 0, "%s", err);
+    float loss = gpt2_gpu_read_loss(gpu);
+    gpt2_gpu_backward(gpu);
+    return loss;
 }
 
 static void random_batch(int32_t *x, int32_t *y, int V, uint64_t seed) {
@@ -70,11 +86,8 @@ static float step_both(GPT2Cpu *cpu, GPT2Gpu *gpu, float *mom1, float *mom2,
     gpt2_cpu_zero_grad(cpu);
     gpt2_cpu_backward(cpu);
     cpu_update(cpu, mom1, mom2, lr, adamw, 1.0f, step);
-    char err[ERR_LEN];
-    cr_assert(gpt2_gpu_forward(gpu, x, y, B, T, err) == 0, "%s", err);
-    float loss = gpt2_gpu_read_loss(gpu);
-    gpt2_gpu_backward(gpu);
-    gpt2_gpu_update(gpu, lr, adamw, 1.0f, step);
+    float loss = gpu_forward_backward(gpu, x, y);
+    gpt2_gpu_update(gpu, lr, adamw, 1.0f, step, gpu->norm);
     return loss;
 }
 
@@ -85,19 +98,16 @@ typedef struct {
 #ifndef PRECISION_BF16
 // ---- the fp32 build: chapters 00 and 01 ------------------------------------------
 
-static void compare_forward_backward(const GPT2Config *cfg, double tol) {
+static void compare_forward_backward(const GPT2Config *cfg, int chapter, double tol) {
     GPT2Cpu cpu;
     GPT2Gpu gpu;
-    make_models(cfg, &cpu, &gpu);
+    make_models_of(cfg, &cpu, &gpu, chapter);
     int32_t x[B * T], y[B * T];
     random_batch(x, y, cfg->vocab_size, 3);
-    char err[ERR_LEN];
     gpt2_cpu_forward(&cpu, x, y, B, T);
     gpt2_cpu_zero_grad(&cpu);
     gpt2_cpu_backward(&cpu);
-    cr_assert(gpt2_gpu_forward(&gpu, x, y, B, T, err) == 0, "%s", err);
-    float loss = gpt2_gpu_read_loss(&gpu);
-    gpt2_gpu_backward(&gpu);
+    float loss = gpu_forward_backward(&gpu, x, y);
 
     size_t nlogits = (size_t)B * T * cfg->padded_vocab_size;
     gt_compare("logits", gt_download(gpu.acts.logits, nlogits), cpu.acts.logits, nlogits, tol);
@@ -120,14 +130,14 @@ ParameterizedTestParameters(model, fp32_forward_backward_match_cpu) {
 ParameterizedTest(Variant *v, model, fp32_forward_backward_match_cpu, .init = gpu_test_init,
                   .fini = gpu_test_fini) {
     GPT2Config cfg = tiny(v->tied, v->padded);
-    compare_forward_backward(&cfg, TOL_GPU_MODEL_FP32);
+    compare_forward_backward(&cfg, 0, TOL_GPU_MODEL_FP32);
 }
 
 // Chapter 01: the same model with the GEMMs in TF32.
 Test(model, tf32_forward_backward_match_cpu) {
-    gt_ctx.tensor_cores = 1;
     GPT2Config cfg = tiny(0, 0);
-    compare_forward_backward(&cfg, TOL_GPU_MODEL_TF32);
+    compare_forward_backward(&cfg, 1, TOL_GPU_MODEL_TF32);
+    cr_assert(gt_ctx.tensor_cores == 1, "chapter 01's model runs its GEMMs in TF32");
 }
 
 Test(model, fp32_five_adamw_steps_match_cpu) {
@@ -172,11 +182,9 @@ Test(model, fp32_is_deterministic) {
     make_models(&cfg, &cpu, &gpu);
     int32_t x[B * T], y[B * T];
     random_batch(x, y, cfg.vocab_size, 5);
-    char err[ERR_LEN];
     float *first = NULL;
     for (int run = 0; run < 2; run++) {
-        cr_assert(gpt2_gpu_forward(&gpu, x, y, B, T, err) == 0, "%s", err);
-        gpt2_gpu_backward(&gpu);
+        gpu_forward_backward(&gpu, x, y);
         float *grads = gt_download(gpu.grads, gpu.num_params);
         if (run == 1) gt_assert_identical("gradients of two runs", grads, first, gpu.num_params);
         first = grads;
@@ -221,6 +229,16 @@ static void assert_cosine(const char *what, const float *got, const float *ref, 
               min_cos);
 }
 
+// And its size: the ratio of the norms within TOL_GRAD_NORM_RATIO of 1. The
+// cosine cannot see a gradient twice too large.
+static void assert_norm_ratio(const char *what, const float *got, const float *ref, size_t n) {
+    double r = norm_ratio(got, ref, n);
+    if (getenv("GPU_TEST_VERBOSE"))
+        fprintf(stderr, "  %-40s |gpu| / |cpu| = %.6f (1 +- %g)\n", what, r, TOL_GRAD_NORM_RATIO);
+    cr_assert(fabs(r - 1) <= TOL_GRAD_NORM_RATIO,
+              "%s: |gpu| / |cpu| = %.6f, more than %g from 1", what, r, TOL_GRAD_NORM_RATIO);
+}
+
 // bf16 weights that are not the master weights rounded to nearest even
 // would mean the upload or AdamW's rounding went wrong: bit for bit.
 static void assert_params_are_rounded_master(const GPT2Gpu *gpu, const char *when) {
@@ -228,7 +246,7 @@ static void assert_params_are_rounded_master(const GPT2Gpu *gpu, const char *whe
     float *params = xmalloc(n * sizeof(float)), *master = xmalloc(n * sizeof(float));
     gpt2_gpu_download_floatx(gpu->params, params, n);
     gpt2_gpu_download(gpu, gpu->master, master);
-    for (size_t i = 0; i < n; i++) master[i] = bf16_to_float(bf16_from_float_rne(master[i]));
+    for (size_t i = 0; i < n; i++) master[i] = round_to_floatx(master[i]);
     char what[96];
     snprintf(what, sizeof what, "bf16 weights vs the master weights rounded, %s", when);
     gt_assert_identical(what, params, master, n);
@@ -257,23 +275,30 @@ Test(model, bf16_weights_are_the_master_weights_rounded) {
     gpt2_cpu_free(&cpu);
 }
 
-static void compare_forward_backward_bf16(const GPT2Config *cfg) {
+// The logits (B,T,Vp) of a GPT2_LOSS pass: from chapter 04 on, a GPT2_TRAIN
+// pass writes their gradient over them.
+static float *gpu_logits(GPT2Gpu *gpu, const int32_t *x, const int32_t *y) {
+    char err[ERR_LEN];
+    cr_assert(gpt2_gpu_forward_tokens(gpu, x, y, B, T, GPT2_LOSS, err) == 0, "%s", err);
+    const int Vp = gpu->config.padded_vocab_size;
+    float *logits = xmalloc((size_t)B * T * Vp * sizeof(float));
+    gpt2_gpu_download_logits(gpu, 0, (size_t)B * T, Vp, logits);
+    return logits;
+}
+
+static void compare_forward_backward_bf16(const GPT2Config *cfg, int chapter) {
     GPT2Cpu cpu;
     GPT2Gpu gpu;
-    make_models(cfg, &cpu, &gpu);
+    make_models_of(cfg, &cpu, &gpu, chapter);
     int32_t x[B * T], y[B * T];
     random_batch(x, y, cfg->vocab_size, 3);
-    char err[ERR_LEN];
     gpt2_cpu_forward(&cpu, x, y, B, T);
     gpt2_cpu_zero_grad(&cpu);
     gpt2_cpu_backward(&cpu);
-    cr_assert(gpt2_gpu_forward(&gpu, x, y, B, T, err) == 0, "%s", err);
-    float loss = gpt2_gpu_read_loss(&gpu);
-    gpt2_gpu_backward(&gpu);
+    float *logits = gpu_logits(&gpu, x, y);
+    float loss = gpu_forward_backward(&gpu, x, y);
 
     size_t nlogits = (size_t)B * T * cfg->padded_vocab_size;
-    float *logits = xmalloc(nlogits * sizeof(float));
-    gpt2_gpu_download_floatx(gpu.acts.logits, logits, nlogits);
     gt_compare("logits (bf16)", logits, cpu.acts.logits, nlogits, TOL_GPU_MODEL_BF16);
     gt_compare("loss (bf16)", &loss, &cpu.mean_loss, 1, TOL_GPU_LOSS_BF16);
     float *grads = xmalloc(gpu.num_params * sizeof(float));
@@ -286,6 +311,7 @@ static void compare_forward_backward_bf16(const GPT2Config *cfg) {
         snprintf(what, sizeof what, "gradient of %s (bf16)", gpt2_param_names[t]);
         print_max_diff(what, grads + offset, cpu.grads + offset, n);
         assert_cosine(what, grads + offset, cpu.grads + offset, n, TOL_GPU_GRAD_COSINE_BF16);
+        assert_norm_ratio(what, grads + offset, cpu.grads + offset, n);
         offset += n;
     }
     free(logits);
@@ -302,7 +328,82 @@ ParameterizedTestParameters(model, bf16_forward_backward_match_cpu) {
 ParameterizedTest(Variant *v, model, bf16_forward_backward_match_cpu, .init = gpu_test_init,
                   .fini = gpu_test_fini) {
     GPT2Config cfg = tiny(v->tied, v->padded);
-    compare_forward_backward_bf16(&cfg);
+    compare_forward_backward_bf16(&cfg, first_chapter());
+}
+
+// ---- chapter 04: the fused kernels ------------------------------------------------
+// Against the CPU, as chapter 02's model above; then against chapter 03's
+// model, below. The vocabulary of 250 makes the logits' rows 256 long
+// (gpu_ops_logits_stride): the stride path is exercised unpadded and padded.
+ParameterizedTestParameters(model, fused_forward_backward_match_cpu) {
+    static Variant v[] = {{0, 0}, {1, 0}, {0, 1}, {1, 1}};
+    return cr_make_param_array(Variant, v, 4);
+}
+
+ParameterizedTest(Variant *v, model, fused_forward_backward_match_cpu, .init = gpu_test_init,
+                  .fini = gpu_test_fini) {
+    GPT2Config cfg = tiny(v->tied, v->padded);
+    compare_forward_backward_bf16(&cfg, 4);
+}
+
+// Chapter 04 computes what chapter 03 computes, in another order and with
+// fewer roundings to bf16: the logits within the bf16 model tolerance of
+// chapter 03's, the loss within the bf16 loss tolerance, every gradient with
+// a cosine of at least TOL_GPU_GRAD_COSINE_BF16 and the same norm within
+// TOL_GRAD_NORM_RATIO; then five AdamW steps from the same weights on the
+// same batches: losses step by step, and the change of the weights.
+Test(model, fused_matches_chapter_03) {
+    GPT2Config cfg = tiny(0, 0);
+    GPT2Cpu cpu;
+    GPT2Gpu eager, fused;
+    make_models_of(&cfg, &cpu, &eager, 3);
+    Optimizations o = chapter_optimizations(4);
+    gpt2_gpu_init(&fused, &gt_ctx, &cfg, cpu.params, B, T, &o);
+    cr_assert(fused.logits_stride == 256, "logits rows of %d, not 256", fused.logits_stride);
+    int32_t x[B * T], y[B * T];
+    random_batch(x, y, cfg.vocab_size, 11);
+    const size_t nlogits = (size_t)B * T * cfg.padded_vocab_size, n = eager.num_params;
+    gt_compare("logits: chapter 04 vs 03", gpu_logits(&fused, x, y), gpu_logits(&eager, x, y),
+               nlogits, TOL_GPU_MODEL_BF16);
+    float loss03 = gpu_forward_backward(&eager, x, y), loss04 = gpu_forward_backward(&fused, x, y);
+    gt_compare("loss: chapter 04 vs 03", &loss04, &loss03, 1, TOL_GPU_LOSS_BF16);
+    float *g03 = xmalloc(n * sizeof(float)), *g04 = xmalloc(n * sizeof(float));
+    gpt2_gpu_download_floatx(eager.grads, g03, n);
+    gpt2_gpu_download_floatx(fused.grads, g04, n);
+    size_t offset = 0;
+    for (int t = 0; t < NUM_PARAM_TENSORS; t++) {
+        size_t nt = eager.param_sizes[t];
+        if (nt == 0) continue;
+        char what[64];
+        snprintf(what, sizeof what, "gradient of %s, chapter 04 vs 03", gpt2_param_names[t]);
+        assert_cosine(what, g04 + offset, g03 + offset, nt, TOL_GPU_GRAD_COSINE_BF16);
+        assert_norm_ratio(what, g04 + offset, g03 + offset, nt);
+        offset += nt;
+    }
+    // Five steps each, from the same weights (the first step's gradients above
+    // are recomputed: step_both-style, on the batches of seed 100 + step).
+    AdamWConfig adamw = adamw_default_config();
+    adamw.eps = 1e-6f;
+    for (int step = 1; step <= STEPS; step++) {
+        random_batch(x, y, cfg.vocab_size, 100 + step);
+        float l03 = gpu_forward_backward(&eager, x, y), l04 = gpu_forward_backward(&fused, x, y);
+        gpt2_gpu_update(&eager, 1e-3f, &adamw, 1.0f, step, eager.norm);
+        gpt2_gpu_update(&fused, 1e-3f, &adamw, 1.0f, step, fused.norm);
+        char what[48];
+        snprintf(what, sizeof what, "loss at step %d, chapter 04 vs 03", step);
+        gt_compare(what, &l04, &l03, 1, TOL_GPU_LOSS_BF16);
+    }
+    float *w03 = xmalloc(n * sizeof(float)), *w04 = xmalloc(n * sizeof(float));
+    gpt2_gpu_get_params(&eager, w03);
+    gpt2_gpu_get_params(&fused, w04);
+    for (size_t i = 0; i < n; i++) w03[i] -= cpu.params[i], w04[i] -= cpu.params[i];
+    assert_cosine("change of all weights over 5 steps, chapter 04 vs 03", w04, w03, n,
+                  TOL_GPU_ADAMW_STEPS_COSINE_BF16);
+    assert_norm_ratio("change of all weights over 5 steps, chapter 04 vs 03", w04, w03, n);
+    free(g03), free(g04), free(w03), free(w04);
+    gpt2_gpu_free(&eager);
+    gpt2_gpu_free(&fused);
+    gpt2_cpu_free(&cpu);
 }
 
 // Five AdamW steps of the bf16 model (fp32 master weights and moments) and of
@@ -365,12 +466,10 @@ Test(model, bf16_is_deterministic) {
     make_models(&cfg, &cpu, &gpu);
     int32_t x[B * T], y[B * T];
     random_batch(x, y, cfg.vocab_size, 5);
-    char err[ERR_LEN];
     size_t n = gpu.num_params;
     float *first = xmalloc(n * sizeof(float)), *second = xmalloc(n * sizeof(float));
     for (int run = 0; run < 2; run++) {
-        cr_assert(gpt2_gpu_forward(&gpu, x, y, B, T, err) == 0, "%s", err);
-        gpt2_gpu_backward(&gpu);
+        gpu_forward_backward(&gpu, x, y);
         gpt2_gpu_download_floatx(gpu.grads, run == 0 ? first : second, n);
     }
     gt_assert_identical("bf16 gradients of two runs", second, first, n);
@@ -390,8 +489,42 @@ Test(model, rejects_out_of_range_tokens) {
     random_batch(x, y, cfg.vocab_size, 5);
     y[17] = cfg.vocab_size;
     char err[ERR_LEN];
-    cr_assert(gpt2_gpu_forward(&gpu, x, y, B, T, err) == -1);
+    cr_assert(gpt2_gpu_forward_tokens(&gpu, x, y, B, T, GPT2_TRAIN, err) == -1);
     cr_assert(strstr(err, "token 17"), "%s", err);
     gpt2_gpu_free(&gpu);
     gpt2_cpu_free(&cpu);
+}
+
+// The forward modes compute the same thing as far as each goes: the logits
+// of GPT2_LOGITS and the loss of GPT2_LOSS are GPT2_TRAIN's, bit for bit.
+static void check_forward_modes(int chapter) {
+    GPT2Config cfg = tiny(0, 1);
+    GPT2Cpu cpu;
+    GPT2Gpu gpu;
+    make_models_of(&cfg, &cpu, &gpu, chapter);
+    int32_t x[B * T], y[B * T];
+    random_batch(x, y, cfg.vocab_size, 9);
+    const size_t BT = (size_t)B * T, nlogits = BT * cfg.padded_vocab_size;
+    float *logits_only = xmalloc(nlogits * sizeof(float)), *logits = xmalloc(nlogits * sizeof(float));
+    char err[ERR_LEN];
+    cr_assert(gpt2_gpu_forward_tokens(&gpu, x, NULL, B, T, GPT2_LOGITS, err) == 0, "%s", err);
+    gpt2_gpu_download_logits(&gpu, 0, BT, cfg.padded_vocab_size, logits_only);
+    cr_assert(gpt2_gpu_forward_tokens(&gpu, x, y, B, T, GPT2_LOSS, err) == 0, "%s", err);
+    float loss_only = gpt2_gpu_read_loss(&gpu);
+    gpt2_gpu_download_logits(&gpu, 0, BT, cfg.padded_vocab_size, logits);
+    gt_assert_identical("logits: GPT2_LOGITS vs GPT2_LOSS", logits_only, logits, nlogits);
+    cr_assert(gpt2_gpu_forward_tokens(&gpu, x, y, B, T, GPT2_TRAIN, err) == 0, "%s", err);
+    float loss = gpt2_gpu_read_loss(&gpu);
+    gt_assert_identical("loss: GPT2_LOSS vs GPT2_TRAIN", &loss_only, &loss, 1);
+    free(logits_only);
+    free(logits);
+    gpt2_gpu_free(&gpu);
+    gpt2_cpu_free(&cpu);
+}
+
+Test(model, forward_modes_agree) {
+    check_forward_modes(first_chapter());
+#ifdef PRECISION_BF16
+    check_forward_modes(4);  // the fused classifier: no probs, dlogits in place
+#endif
 }

@@ -1,0 +1,71 @@
+// matmul_lt.h: chapter 04's linear layer, on cuBLASLt, with the bias, the
+// GELU and their gradients done inside the GEMM ("epilogues") instead of in
+// kernels of their own.
+//
+// The GEMM's epilogue is the code that runs on each output tile while it is
+// still in registers, before it is written: adding a bias there, or applying
+// GELU, costs no trip to memory. Chapter 00's matmul_forward_v1 writes the
+// product, reads it back to add the bias, writes it, reads it back for GELU
+// and writes it again; matmul_forward_v2 writes once.
+//
+// Shapes as matmul.h: inp (B,T,C), weight (OC,C), bias (OC) or NULL, out
+// (B,T,OC); except that the rows of out (and of dout) may be longer than OC:
+// `ld` is their row stride in elements (ld >= OC). The classifier's logits
+// use it: their row stride is rounded up to a multiple of 8 (16 bytes) so
+// that every row starts aligned (gpu_ops.h, gpu_ops_logits_stride).
+//
+// A width OC that is not a multiple of 8 (the lm_head's 50257) runs padded
+// to the next multiple, on a zero-padded copy of the weight, as
+// torch.compile's pad_mm pass does (matmul_lt.cu says why); out's rows must
+// then be long enough (ld >= OC rounded up to 8), the padding columns of
+// out get zeros, and those of dout must be zeros.
+//
+// Each distinct GEMM (shape, strides, epilogue, alignments) gets its cuBLASLt
+// descriptors and its algorithm, chosen by cuBLASLt's heuristic, the first
+// time it runs; every later call reuses them from a cache (a model runs a
+// handful of shapes thousands of times). The workspace is 32 MiB, allocated
+// once.
+#ifndef MATMUL_LT_H
+#define MATMUL_LT_H
+
+#include <stddef.h>
+
+#include "gpu_context.h"
+#include "precision.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+// out[:, :OC] = inp @ weight^T + bias (bias may be NULL), rows of stride ld.
+// With pre_gelu (not NULL; then ld must be OC): pre_gelu = inp @ weight^T +
+// bias, kept for the backward pass, and out = gelu(pre_gelu) (tanh form), from
+// the fp32 sum, each rounded to floatX once.
+void matmul_forward_v2(const GpuContext *ctx, floatX *out, floatX *pre_gelu, const floatX *inp,
+                       const floatX *weight, const floatX *bias, int B, int T, int C, int OC,
+                       int ld);
+
+// Floats of scratch matmul_backward_v2 needs: room for OC floatX, the bias
+// gradient as the GEMM's epilogue writes it.
+size_t matmul_backward_v2_scratch_floats(int OC);
+
+// dinp (B,T,C) = dout[:, :OC] @ weight, OVERWRITTEN (beta = 0), and with
+// pre_gelu (the forward's input of the GELU before this layer, (B,T,C))
+// times gelu'(pre_gelu) in the epilogue. dweight (OC,C) += dout^T @ inp
+// (beta = 1: ACCUMULATES); dbias (OC) += the column sums of dout, taken by
+// the same GEMM's epilogue (which reads dout anyway: fp32 sums, rounded once
+// to floatX) into `scratch`, then added to dbias. dout's rows have stride ld.
+void matmul_backward_v2(const GpuContext *ctx, floatX *dinp, floatX *dweight, floatX *dbias,
+                        float *scratch, const floatX *dout, const floatX *inp,
+                        const floatX *weight, const floatX *pre_gelu, int B, int T, int C, int OC,
+                        int ld);
+
+// Frees the cached descriptors, the handle and the workspace (at exit; the
+// next call builds them again).
+void matmul_lt_release(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,194 @@
+// lab.c: see lab.h. The lab's main and what every family shares.
+//
+//   build/kernel_lab_fp32 [--csv FILE] [--only FAMILY]
+//   build/kernel_lab_bf16 [--csv FILE] [--only FAMILY]
+#include "lab.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "compare.h"
+#include "flops.h"
+#include "floatx_host.h"
+
+int lab_wants(const Lab *lab, const char *family) {
+    return lab->filter == NULL || strstr(family, lab->filter) != NULL;
+}
+
+double lab_tolerance(void) {
+#ifdef PRECISION_BF16
+    return 3e-2;
+#else
+    return 1e-4;
+#endif
+}
+
+// ---- buffers ----------------------------------------------------------------
+
+float *lab_random_x(Lab *lab, size_t n, float lo, float hi) {
+    float *x = xmalloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++) x[i] = round_to_floatx(lo + (hi - lo) * rng_uniform(&lab->rng));
+    return x;
+}
+
+int32_t *lab_random_tokens(Lab *lab, size_t n, int V) {
+    int32_t *x = xmalloc(n * sizeof(int32_t));
+    for (size_t i = 0; i < n; i++) x[i] = (int32_t)rng_below(&lab->rng, (uint32_t)V);
+    return x;
+}
+
+void *lab_alloc(Lab *lab, size_t bytes) {
+    if (lab->num_buffers == (int)(sizeof lab->buffers / sizeof lab->buffers[0]))
+        die("kernel lab: too many device buffers in one family");
+    void *d = gpu_malloc(bytes, "a kernel lab buffer");
+    lab->buffers[lab->num_buffers++] = d;
+    return d;
+}
+
+floatX *lab_upload_x(Lab *lab, const float *host, size_t n) {
+    floatX *stored = xmalloc(n * sizeof(floatX)), *d = lab_alloc(lab, n * sizeof(floatX));
+    floatx_from_floats(stored, host, n);
+    gpu_memcpy_sync(d, stored, n * sizeof(floatX), cudaMemcpyHostToDevice);
+    free(stored);
+    return d;
+}
+
+float *lab_upload_f32(Lab *lab, const float *host, size_t n) {
+    float *d = lab_alloc(lab, n * sizeof(float));
+    gpu_memcpy_sync(d, host, n * sizeof(float), cudaMemcpyHostToDevice);
+    return d;
+}
+
+int32_t *lab_upload_i32(Lab *lab, const int32_t *host, size_t n) {
+    int32_t *d = lab_alloc(lab, n * sizeof(int32_t));
+    gpu_memcpy_sync(d, host, n * sizeof(int32_t), cudaMemcpyHostToDevice);
+    return d;
+}
+
+float *lab_download_x(const Lab *lab, const floatX *d, size_t n) {
+    gpu_stream_sync(&lab->ctx, "the kernel under test");
+    floatX *stored = xmalloc(n * sizeof(floatX));
+    float *host = xmalloc(n * sizeof(float));
+    gpu_memcpy_sync(stored, d, n * sizeof(floatX), cudaMemcpyDeviceToHost);
+    floats_from_floatx(host, stored, n);
+    free(stored);
+    return host;
+}
+
+float *lab_download_f32(const Lab *lab, const float *d, size_t n) {
+    gpu_stream_sync(&lab->ctx, "the kernel under test");
+    float *host = xmalloc(n * sizeof(float));
+    gpu_memcpy_sync(host, d, n * sizeof(float), cudaMemcpyDeviceToHost);
+    return host;
+}
+
+void lab_free_buffers(Lab *lab) {
+    gpu_stream_sync(&lab->ctx, "the family's last kernels");
+    for (int i = 0; i < lab->num_buffers; i++) gpu_free(lab->buffers[i]);
+    lab->num_buffers = 0;
+}
+
+double lab_error(const float *got, const float *ref, size_t n) {
+    Diff d = diff_tensors(got, ref, n);
+    if (isinf(d.max_diff)) return 1.0;  // a NaN somewhere
+    return d.max_ref > 0 ? d.max_diff / d.max_ref : d.max_diff;
+}
+
+// ---- timing ------------------------------------------------------------------
+
+static int compare_doubles(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+double lab_time_ms(Lab *lab, void (*run)(Lab *lab, void *arg), void *arg) {
+    cudaEvent_t start, end;
+    CUDA_CHECK(cudaEventCreate(&start));
+    CUDA_CHECK(cudaEventCreate(&end));
+    double ms[LAB_REPS];
+    for (int i = 0; i < LAB_WARMUP; i++) run(lab, arg);
+    for (int i = 0; i < LAB_REPS; i++) {
+        CUDA_CHECK(cudaEventRecord(start, lab->ctx.stream));
+        run(lab, arg);
+        CUDA_CHECK(cudaEventRecord(end, lab->ctx.stream));
+        gpu_event_sync(end, "a timed kernel");
+        float t;
+        CUDA_CHECK(cudaEventElapsedTime(&t, start, end));
+        ms[i] = t;
+    }
+    CUDA_CHECK(cudaEventDestroy(start));
+    CUDA_CHECK(cudaEventDestroy(end));
+    qsort(ms, LAB_REPS, sizeof ms[0], compare_doubles);
+    return 0.5 * (ms[LAB_REPS / 2 - 1] + ms[LAB_REPS / 2]);
+}
+
+// ---- the report -------------------------------------------------------------
+
+void lab_report(Lab *lab, const LabRow *r) {
+    const int ok = r->error <= r->tolerance;
+    if (!ok) lab->failures++;
+    // A GEMM's yardstick is the tensor cores; everything else's is HBM.
+    const int compute = r->flops > 0;
+    // FLOPs per ms / 1e9 = TFLOP/s; bytes per ms / 1e6 = GB/s.
+    const double rate = compute ? r->flops / (r->ms * 1e9) : r->bytes / (r->ms * 1e6);
+    const double peak = compute ? lab->peak_tflops : lab->peak_tbps * 1e3;
+    printf("%-30s %-14s %2d  %-22s %9.4f ms %9.1f %-7s %5.1f%%  err %.1e %s\n", r->family,
+           r->version, r->chapter, r->shape, r->ms, rate, compute ? "TFLOP/s" : "GB/s",
+           peak > 0 ? 100 * rate / peak : 0.0, r->error, ok ? "ok" : "FAILED");
+    fflush(stdout);
+    if (lab->csv)
+        fprintf(lab->csv, "%s,%s,%s,%d,\"%s\",%.5f,%.0f,%.3e,%.2f,%.4f,%.3e,%.1e,%s\n", r->family,
+                r->version, PRECISION_NAME, r->chapter, r->shape, r->ms, r->bytes, r->flops,
+                rate, peak > 0 ? rate / peak : 0.0, r->error, r->tolerance,
+                ok ? "ok" : "FAILED");
+}
+
+static const LabFamily FAMILIES[] = {lab_encoder, lab_layernorm, lab_matmul, lab_attention,
+                                     lab_elementwise, lab_classifier, lab_optimizer};
+
+int main(int argc, char **argv) {
+    Lab lab;
+    memset(&lab, 0, sizeof lab);
+    const char *csv_path = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--csv") && i + 1 < argc) csv_path = argv[++i];
+        else if (!strcmp(argv[i], "--only") && i + 1 < argc) lab.filter = argv[++i];
+        else {
+            fprintf(stderr, "usage: %s [--csv FILE] [--only FAMILY]\n", argv[0]);
+            return 2;
+        }
+    }
+    if (gpu_device_count() == 0) {
+        fprintf(stderr, "error: no CUDA device: the kernel lab times kernels on a GPU\n");
+        return 1;
+    }
+    gpu_context_init(&lab.ctx, 0);
+    lab.ctx.sync_after_launch = 0;  // the lab times the kernels, not the waits
+    rng_seed(&lab.rng, 2024);
+    struct cudaDeviceProp prop;
+    CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+    lab.peak_tbps = peak_hbm_tbps(prop.name);
+    lab.peak_tflops = peak_bf16_tflops(prop.name);
+#ifndef PRECISION_BF16
+    lab.peak_tflops /= 2;  // TF32's dense peak is half of bf16's (the fp32 rows use TF32's too)
+#endif
+    if (csv_path) {
+        FILE *existing = fopen(csv_path, "r");
+        if (existing) fclose(existing);
+        lab.csv = fopen(csv_path, "a");
+        if (!lab.csv) die("--csv %s: cannot open for appending", csv_path);
+        if (!existing)
+            fprintf(lab.csv, "family,version,precision,chapter,shape,ms,bytes,flops,rate,"
+                             "peak_fraction,error,tolerance,check\n");
+    }
+    printf("kernel lab (%s): %s; peaks %.2f TB/s, %.0f TFLOP/s; median of %d runs after %d\n",
+           PRECISION_NAME, prop.name, lab.peak_tbps, lab.peak_tflops, LAB_REPS, LAB_WARMUP);
+    printf("%-30s %-14s %2s  %-22s %12s %17s %6s\n", "family", "version", "ch", "timed shape",
+           "median", "rate", "peak");
+    for (size_t i = 0; i < sizeof FAMILIES / sizeof FAMILIES[0]; i++) FAMILIES[i](&lab);
+    if (lab.csv) fclose(lab.csv);
+    gpu_context_free(&lab.ctx);
+    if (lab.failures) printf("kernel lab: %d version(s) FAILED their check\n", lab.failures);
+    return lab.failures ? 1 : 0;
+}

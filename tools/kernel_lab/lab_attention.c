@@ -1,0 +1,112 @@
+// lab_attention.c: causal self-attention's versions, forward and backward.
+#include <math.h>
+#include <stdlib.h>
+
+#include "attention.h"
+#include "gpt2_cpu.h"
+#include "lab.h"
+
+typedef void (*AttentionForward)(const GpuContext *ctx, floatX *out, floatX *att, float *scratch,
+                                 const floatX *qkv, int B, int T, int C, int NH);
+typedef void (*AttentionBackward)(const GpuContext *ctx, floatX *dqkv, float *scratch,
+                                  const floatX *dout, const floatX *qkv, const floatX *att, int B,
+                                  int T, int C, int NH);
+
+static const struct {
+    const char *name;
+    int chapter;
+    int tensor_cores;  // the context's switch: in the fp32 build, chapter 01's TF32 GEMMs
+    AttentionForward fwd;
+    AttentionBackward bwd;
+} VERSIONS[] = {
+#ifdef PRECISION_BF16
+    {"v1 eager", 2, 1, attention_forward_v1, attention_backward_v1},
+#else
+    {"v1 eager fp32", 0, 0, attention_forward_v1, attention_backward_v1},
+    {"v1 eager tf32", 1, 1, attention_forward_v1, attention_backward_v1},
+#endif
+};
+
+// TF32 keeps 10 of fp32's 23 mantissa bits, so its tolerance is the matmul lab's.
+static double tolerance_of(int version) {
+#ifndef PRECISION_BF16
+    if (VERSIONS[version].tensor_cores) return 5e-3;
+#endif
+    (void)version;
+    return lab_tolerance();
+}
+
+typedef struct {
+    int B, T, C, NH, version;
+    floatX *qkv, *out, *att, *dout, *dqkv;
+    float *scratch;
+} Args;
+
+static Args upload(Lab *lab, int B, int T, int C, int NH, const float *qkv, const float *dout) {
+    const size_t N = (size_t)B * T * C, A = (size_t)B * NH * T * T;
+    size_t scratch = attention_forward_scratch_floats(B, T, C, NH);
+    size_t bwd_scratch = attention_backward_scratch_floats(B, T, C, NH);
+    if (bwd_scratch > scratch) scratch = bwd_scratch;
+    float *zeros = xcalloc(3 * N, sizeof(float));
+    Args a = {.B = B, .T = T, .C = C, .NH = NH, .qkv = lab_upload_x(lab, qkv, 3 * N),
+              .out = lab_upload_x(lab, zeros, N), .att = lab_alloc(lab, A * sizeof(floatX)),
+              .dout = lab_upload_x(lab, dout, N), .dqkv = lab_upload_x(lab, zeros, 3 * N),
+              .scratch = lab_alloc(lab, scratch * sizeof(float))};
+    free(zeros);
+    return a;
+}
+
+static void run_forward(Lab *lab, void *p) {
+    Args *a = p;
+    lab->ctx.tensor_cores = VERSIONS[a->version].tensor_cores;
+    VERSIONS[a->version].fwd(&lab->ctx, a->out, a->att, a->scratch, a->qkv, a->B, a->T, a->C,
+                             a->NH);
+}
+
+static void run_backward(Lab *lab, void *p) {
+    Args *a = p;
+    lab->ctx.tensor_cores = VERSIONS[a->version].tensor_cores;
+    VERSIONS[a->version].bwd(&lab->ctx, a->dqkv, a->scratch, a->dout, a->qkv, a->att, a->B, a->T,
+                             a->C, a->NH);
+}
+
+void lab_attention(Lab *lab) {
+    if (!lab_wants(lab, "attention")) return;
+    // The check: B=2, T=64, 12 heads of 64, against the CPU reference.
+    const int B = 2, T = 64, C = LAB_C, NH = LAB_NH;
+    const size_t N = (size_t)B * T * C, A = (size_t)B * NH * T * T;
+    float *qkv = lab_random_x(lab, 3 * N, -1, 1), *dout = lab_random_x(lab, N, -1, 1);
+    float *out = xmalloc(N * sizeof(float)), *preatt = xmalloc(A * sizeof(float));
+    float *att = xmalloc(A * sizeof(float)), *dqkv = xcalloc(3 * N, sizeof(float));
+    float *dpreatt = xcalloc(A, sizeof(float)), *datt = xcalloc(A, sizeof(float));
+    cpu_attention_forward(out, preatt, att, qkv, B, T, C, NH);
+    cpu_attention_backward(dqkv, dpreatt, datt, dout, qkv, att, B, T, C, NH);
+    Args check = upload(lab, B, T, C, NH, qkv, dout);
+    // The timed shape: one layer of 124M at B=16, T=1024.
+    const int TB = LAB_B, TT = LAB_T;
+    const size_t TN = (size_t)TB * TT * C;
+    float *tqkv = lab_random_x(lab, 3 * TN, -1, 1), *tdout = lab_random_x(lab, TN, -1, 1);
+    Args timed = upload(lab, TB, TT, C, NH, tqkv, tdout);
+    // Two GEMMs of T x T x hs per head forward (q k^T, att v), four backward.
+    const double gemm = 2.0 * TB * NH * (double)TT * TT * (C / NH);
+    for (size_t i = 0; i < sizeof VERSIONS / sizeof VERSIONS[0]; i++) {
+        check.version = timed.version = (int)i;
+        run_forward(lab, &check);
+        CUDA_CHECK(cudaMemset(check.dqkv, 0, 3 * N * sizeof(floatX)));
+        run_backward(lab, &check);
+        float *g_out = lab_download_x(lab, check.out, N), *g_dqkv = lab_download_x(lab, check.dqkv, 3 * N);
+        LabRow f = {"attention_forward", VERSIONS[i].name, "B16 T1024 NH12 hs64",
+                    VERSIONS[i].chapter, lab_error(g_out, out, N), tolerance_of((int)i),
+                    lab_time_ms(lab, run_forward, &timed), 0, 2 * gemm};
+        lab_report(lab, &f);
+        run_forward(lab, &timed);
+        LabRow b = {"attention_backward", VERSIONS[i].name, "B16 T1024 NH12 hs64",
+                    VERSIONS[i].chapter, lab_error(g_dqkv, dqkv, 3 * N), tolerance_of((int)i),
+                    lab_time_ms(lab, run_backward, &timed), 0, 4 * gemm};
+        lab_report(lab, &b);
+        free(g_out), free(g_dqkv);
+    }
+    free(qkv), free(dout), free(out), free(preatt), free(att), free(dqkv), free(dpreatt);
+    free(datt), free(tqkv), free(tdout);
+    lab_free_buffers(lab);
+}
