@@ -17,9 +17,31 @@ BUILD := build
 DATA  := data
 RAW   := $(DATA)/raw
 
+# Without CUDA: where there is no nvcc (try it: make NVCC=/nonexistent test),
+# everything CUDA is left out: the kernels, the GPU trainers and tests, and
+# the host files that include CUDA's headers (CUDA_HOST_SRCS). The CPU
+# trainer, the tools and the CPU tests build and run alone; `make test` and
+# `make run` say that the GPU parts were skipped, and a target that needs
+# nvcc says so (NVCC_CHECK).
+CUDA_HOME ?= /usr/local/cuda
+NVCC      ?= $(CUDA_HOME)/bin/nvcc
+HAVE_NVCC := $(shell command -v $(NVCC) >/dev/null 2>&1 && echo 1)
+CUDA_HOST_SRCS := common/activations.c common/check_state.c common/floatx_host.c \
+                  common/gpt2_gpu.c common/gpu_ops.c common/loss_readback.c common/train_gpu.c \
+                  $(wildcard solutions/03_sync_avoidance/loss_readback.c \
+                             exercises/03_sync_avoidance/loss_readback.c)
+without_cuda = $(if $(HAVE_NVCC),$(1),$(filter-out $(CUDA_HOST_SRCS),$(1)))
+GPU_SKIPPED := nvcc not found ($(NVCC)): the CUDA code, the GPU trainers and the GPU tests \
+               were SKIPPED (set CUDA_HOME or NVCC to build them)
+define NVCC_CHECK
+	@if [ "$(HAVE_NVCC)" != 1 ]; then \
+	  echo "$<: needs nvcc, and there is none at $(NVCC): set CUDA_HOME or NVCC" \
+	       "(make run and make test work without it, on the CPU)" >&2; exit 1; fi
+endef
+
 # common/: every .c file is library code, except the programs' mains (train_gpt2*.c).
 COMMON_MAINS := $(wildcard common/train_gpt2*.c)
-COMMON_SRCS  := $(filter-out $(COMMON_MAINS),$(wildcard common/*.c))
+COMMON_SRCS  := $(call without_cuda,$(filter-out $(COMMON_MAINS),$(wildcard common/*.c)))
 COMMON_OBJS  := $(COMMON_SRCS:%.c=$(BUILD)/obj/%.o)
 LIBCOMMON    := $(BUILD)/libcommon.a
 
@@ -27,12 +49,11 @@ LIBCOMMON    := $(BUILD)/libcommon.a
 TOOL_SRCS := $(wildcard tools/*.c)
 TOOLS     := $(TOOL_SRCS:tools/%.c=$(BUILD)/%)
 
-PROGRAMS := $(BUILD)/train_gpt2_cpu $(BUILD)/train_gpt2_fp32 $(BUILD)/train_gpt2_bf16 $(TOOLS)
+PROGRAMS := $(BUILD)/train_gpt2_cpu $(if $(HAVE_NVCC),$(BUILD)/train_gpt2_fp32 $(BUILD)/train_gpt2_bf16) \
+            $(TOOLS)
 
 # kernels/: CUDA, compiled by nvcc for Hopper (sm_90) into one library that C
 # code reaches through the extern "C" launchers declared in kernels/*.h.
-CUDA_HOME ?= /usr/local/cuda
-NVCC      ?= $(CUDA_HOME)/bin/nvcc
 CUDA_ARCH ?= -gencode arch=compute_90,code=sm_90
 NVCCFLAGS ?= -O3 -g -lineinfo
 NVCCFLAGS += $(CUDA_ARCH) -std=c++17 -Icommon -Ikernels -Xcompiler -Wall,-Wextra \
@@ -82,6 +103,7 @@ $(BUILD)/%: $(BUILD)/obj/tools/%.o $(LIBCOMMON)
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
 $(BUILD)/obj/%.o: %.cu
+	$(NVCC_CHECK)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@
 
@@ -121,8 +143,13 @@ data: deps
 HAVE_GPU = $(shell nvidia-smi -L >/dev/null 2>&1 && echo 1)
 
 run: deps
-	@$(MAKE) --no-print-directory $(SHAKESPEARE) $(BUILD)/train_gpt2_cpu $(BUILD)/train_gpt2_fp32
-	@if [ "$(HAVE_GPU)" = 1 ]; then \
+	@$(MAKE) --no-print-directory $(SHAKESPEARE) $(PROGRAMS)
+	@if [ "$(HAVE_NVCC)" != 1 ]; then \
+	  echo "run: $(GPU_SKIPPED)"; \
+	  echo "run: training the small model on the CPU instead"; \
+	  $(BUILD)/train_gpt2_cpu --data $(DATA)/tinyshakespeare \
+	    --encoder $(RAW)/gpt2_encoder.json --bpe $(RAW)/gpt2_vocab.bpe; \
+	elif [ "$(HAVE_GPU)" = 1 ]; then \
 	  last=$$($(BUILD)/train_gpt2_fp32 --list-chapters | awk 'END {print $$1}'); \
 	  $(MAKE) --no-print-directory train CH=$$last; \
 	else \
@@ -152,10 +179,18 @@ bench: $(BUILD)/train_gpt2_fp32 $(BUILD)/train_gpt2_bf16 $(SHAKESPEARE)
 # compile fails here) and report themselves skipped.
 # The GPU tests first: without a GPU they all skip, and the CPU tests' summary
 # (what actually ran) is the last word.
+# Without nvcc, the CPU tests alone, and a notice, first and last.
 test: deps
+ifeq ($(HAVE_NVCC),1)
 	@if [ -n "$(GPU_TEST_SRCS)" ]; then $(MAKE) --no-print-directory gpu-tests-run; fi
+else
+	@echo "test: $(GPU_SKIPPED)"
+endif
 	@$(MAKE) --no-print-directory test-shell
 	@$(MAKE) --no-print-directory test-cpu
+ifneq ($(HAVE_NVCC),1)
+	@echo "test: the CPU tests ran; $(GPU_SKIPPED)"
+endif
 
 # Criterion's summary does not count skipped tests, so list them: without a
 # GPU every GPU test must say SKIP, never pass in silence.
@@ -207,8 +242,8 @@ EXERCISE_DIR  := $(if $(filter 1,$(EXERCISES)),exercises,solutions)
 # common/, go into the same archives, and are linked into the CPU tests too:
 # build/tests/cpu_tests (solutions/) and build/exercises/tests/cpu_tests
 # (exercises/), each from an archive of the C files alone (below).
-SOLUTION_C_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard solutions/*/*.c))
-EXERCISE_C_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard exercises/*/*.c))
+SOLUTION_C_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(call without_cuda,$(wildcard solutions/*/*.c)))
+EXERCISE_C_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(call without_cuda,$(wildcard exercises/*/*.c)))
 SOLUTION_OBJS := $(patsubst %.cu,$(BUILD)/obj/%.o,$(wildcard solutions/*/*.cu)) $(SOLUTION_C_OBJS)
 EXERCISE_OBJS := $(patsubst %.cu,$(BUILD)/obj/%.o,$(wildcard exercises/*/*.cu)) $(EXERCISE_C_OBJS)
 LIBSOLUTIONS  := $(BUILD)/libsolutions.a
@@ -428,6 +463,7 @@ $(BF16_OBJ)/%.o: %.c
 	$(CC) $(CFLAGS) -DPRECISION_BF16 -c $< -o $@
 
 $(BF16_OBJ)/%.o: %.cu
+	$(NVCC_CHECK)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -DPRECISION_BF16 -c $< -o $@
 
