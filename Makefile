@@ -17,9 +17,31 @@ BUILD := build
 DATA  := data
 RAW   := $(DATA)/raw
 
+# Without CUDA: where there is no nvcc (try it: make NVCC=/nonexistent test),
+# everything CUDA is left out: the kernels, the GPU trainers and tests, and
+# the host files that include CUDA's headers (CUDA_HOST_SRCS). The CPU
+# trainer, the tools and the CPU tests build and run alone; `make test` and
+# `make run` say that the GPU parts were skipped, and a target that needs
+# nvcc says so (NVCC_CHECK).
+CUDA_HOME ?= /usr/local/cuda
+NVCC      ?= $(CUDA_HOME)/bin/nvcc
+HAVE_NVCC := $(shell command -v $(NVCC) >/dev/null 2>&1 && echo 1)
+CUDA_HOST_SRCS := common/activations.c common/check_state.c common/floatx_host.c \
+                  common/gpt2_gpu.c common/gpu_ops.c common/loss_readback.c common/train_gpu.c \
+                  $(wildcard solutions/03_sync_avoidance/loss_readback.c \
+                             exercises/03_sync_avoidance/loss_readback.c)
+without_cuda = $(if $(HAVE_NVCC),$(1),$(filter-out $(CUDA_HOST_SRCS),$(1)))
+GPU_SKIPPED := nvcc not found ($(NVCC)): the CUDA code, the GPU trainers and the GPU tests \
+               were SKIPPED (set CUDA_HOME or NVCC to build them)
+define NVCC_CHECK
+	@if [ "$(HAVE_NVCC)" != 1 ]; then \
+	  echo "$<: needs nvcc, and there is none at $(NVCC): set CUDA_HOME or NVCC" \
+	       "(make run and make test work without it, on the CPU)" >&2; exit 1; fi
+endef
+
 # common/: every .c file is library code, except the programs' mains (train_gpt2*.c).
 COMMON_MAINS := $(wildcard common/train_gpt2*.c)
-COMMON_SRCS  := $(filter-out $(COMMON_MAINS),$(wildcard common/*.c))
+COMMON_SRCS  := $(call without_cuda,$(filter-out $(COMMON_MAINS),$(wildcard common/*.c)))
 COMMON_OBJS  := $(COMMON_SRCS:%.c=$(BUILD)/obj/%.o)
 LIBCOMMON    := $(BUILD)/libcommon.a
 
@@ -27,12 +49,11 @@ LIBCOMMON    := $(BUILD)/libcommon.a
 TOOL_SRCS := $(wildcard tools/*.c)
 TOOLS     := $(TOOL_SRCS:tools/%.c=$(BUILD)/%)
 
-PROGRAMS := $(BUILD)/train_gpt2_cpu $(BUILD)/train_gpt2_fp32 $(BUILD)/train_gpt2_bf16 $(TOOLS)
+PROGRAMS := $(BUILD)/train_gpt2_cpu $(if $(HAVE_NVCC),$(BUILD)/train_gpt2_fp32 $(BUILD)/train_gpt2_bf16) \
+            $(TOOLS)
 
 # kernels/: CUDA, compiled by nvcc for Hopper (sm_90) into one library that C
 # code reaches through the extern "C" launchers declared in kernels/*.h.
-CUDA_HOME ?= /usr/local/cuda
-NVCC      ?= $(CUDA_HOME)/bin/nvcc
 CUDA_ARCH ?= -gencode arch=compute_90,code=sm_90
 NVCCFLAGS ?= -O3 -g -lineinfo
 NVCCFLAGS += $(CUDA_ARCH) -std=c++17 -Icommon -Ikernels -Xcompiler -Wall,-Wextra \
@@ -55,7 +76,7 @@ CPU_TEST_SRCS := $(wildcard tests/cpu/*.c)
 CPU_TEST_OBJS := $(CPU_TEST_SRCS:%.c=$(BUILD)/obj/%.o)
 CPU_TESTS     := $(BUILD)/tests/cpu_tests
 
-.PHONY: all deps data run train bench test test-cpu test-gpu gpu-tests-run bench-tokenizer clean
+.PHONY: all deps data run train bench test test-cpu test-gpu test-shell gpu-tests-run bench-tokenizer clean
 all: $(PROGRAMS)
 
 deps:
@@ -82,6 +103,7 @@ $(BUILD)/%: $(BUILD)/obj/tools/%.o $(LIBCOMMON)
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
 $(BUILD)/obj/%.o: %.cu
+	$(NVCC_CHECK)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@
 
@@ -121,8 +143,13 @@ data: deps
 HAVE_GPU = $(shell nvidia-smi -L >/dev/null 2>&1 && echo 1)
 
 run: deps
-	@$(MAKE) --no-print-directory $(SHAKESPEARE) $(BUILD)/train_gpt2_cpu $(BUILD)/train_gpt2_fp32
-	@if [ "$(HAVE_GPU)" = 1 ]; then \
+	@$(MAKE) --no-print-directory $(SHAKESPEARE) $(PROGRAMS)
+	@if [ "$(HAVE_NVCC)" != 1 ]; then \
+	  echo "run: $(GPU_SKIPPED)"; \
+	  echo "run: training the small model on the CPU instead"; \
+	  $(BUILD)/train_gpt2_cpu --data $(DATA)/tinyshakespeare \
+	    --encoder $(RAW)/gpt2_encoder.json --bpe $(RAW)/gpt2_vocab.bpe; \
+	elif [ "$(HAVE_GPU)" = 1 ]; then \
 	  last=$$($(BUILD)/train_gpt2_fp32 --list-chapters | awk 'END {print $$1}'); \
 	  $(MAKE) --no-print-directory train CH=$$last; \
 	else \
@@ -152,9 +179,18 @@ bench: $(BUILD)/train_gpt2_fp32 $(BUILD)/train_gpt2_bf16 $(SHAKESPEARE)
 # compile fails here) and report themselves skipped.
 # The GPU tests first: without a GPU they all skip, and the CPU tests' summary
 # (what actually ran) is the last word.
+# Without nvcc, the CPU tests alone, and a notice, first and last.
 test: deps
+ifeq ($(HAVE_NVCC),1)
 	@if [ -n "$(GPU_TEST_SRCS)" ]; then $(MAKE) --no-print-directory gpu-tests-run; fi
+else
+	@echo "test: $(GPU_SKIPPED)"
+endif
+	@$(MAKE) --no-print-directory test-shell
 	@$(MAKE) --no-print-directory test-cpu
+ifneq ($(HAVE_NVCC),1)
+	@echo "test: the CPU tests ran; $(GPU_SKIPPED)"
+endif
 
 # Criterion's summary does not count skipped tests, so list them: without a
 # GPU every GPU test must say SKIP, never pass in silence.
@@ -177,6 +213,11 @@ test-gpu: $(GPU_TESTS)
 test-cpu: $(CPU_TESTS) $(PROGRAMS) $(SHAKESPEARE)
 	@# Criterion runs tests in parallel; one OpenMP thread each avoids oversubscription.
 	OMP_NUM_THREADS=1 DATA_DIR=$(DATA) $(CPU_TESTS) --jobs 2
+
+# tests/shell/: the set-up scripts' own tests (bash; tests/shell/lib.sh).
+SHELL_TESTS := $(wildcard tests/shell/test_*.sh)
+test-shell: $(PROGRAMS) $(SHAKESPEARE)
+	@for t in $(SHELL_TESTS); do bash $$t || exit 1; done
 
 # Tokenizer throughput on TinyShakespeare (target: >= 5 MB/s on one core).
 bench-tokenizer: $(BUILD)/tokenizer $(RAW_FILES)
@@ -203,8 +244,8 @@ EXERCISE_DIR  := $(if $(filter 1,$(EXERCISES)),exercises,solutions)
 # common/, go into the same archives, and are linked into the CPU tests too:
 # build/tests/cpu_tests (solutions/) and build/exercises/tests/cpu_tests
 # (exercises/), each from an archive of the C files alone (below).
-SOLUTION_C_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard solutions/*/*.c))
-EXERCISE_C_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard exercises/*/*.c))
+SOLUTION_C_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(call without_cuda,$(wildcard solutions/*/*.c)))
+EXERCISE_C_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(call without_cuda,$(wildcard exercises/*/*.c)))
 SOLUTION_OBJS := $(patsubst %.cu,$(BUILD)/obj/%.o,$(wildcard solutions/*/*.cu)) $(SOLUTION_C_OBJS)
 EXERCISE_OBJS := $(patsubst %.cu,$(BUILD)/obj/%.o,$(wildcard exercises/*/*.cu)) $(EXERCISE_C_OBJS)
 LIBSOLUTIONS  := $(BUILD)/libsolutions.a
@@ -444,6 +485,7 @@ $(BF16_OBJ)/%.o: %.c
 	$(CC) $(CFLAGS) -DPRECISION_BF16 -c $< -o $@
 
 $(BF16_OBJ)/%.o: %.cu
+	$(NVCC_CHECK)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -DPRECISION_BF16 -c $< -o $@
 
@@ -498,3 +540,73 @@ kernel-bench: $(LABS)
 	echo "kernel-bench: wrote $$csv"
 
 gpu-tests-run: $(LABS)
+
+# ---- fuzzing ---------------------------------------------------------------
+# tests/fuzz/fuzz_NAME.c: a libFuzzer harness for each reader (checkpoint,
+# shard, debug state, training state, encoder.json, vocab.bpe, encode,
+# decode), built with clang, ASan and UBSan into build/fuzz/fuzz_NAME with
+# the few common/ files the readers need, compiled the same way.
+#   make fuzz        each harness for FUZZ_RUNS executions (default 1M)
+#   make fuzz-smoke  a short pass of each, FUZZ_SMOKE_SECONDS at most (CI);
+#                    skipped, saying so, without clang
+# Each starts from a valid file written by our writers (build/fuzz/seeds/,
+# tests/fuzz/make_seeds.c) and from tests/fuzz/corpus/NAME/: hand-made seeds
+# and every input that once failed, kept as a regression test. New inputs go
+# to build/fuzz/corpus/NAME/; a failing one to build/fuzz/crash-NAME-*.
+FUZZ_CC     ?= clang
+FUZZ_RUNS   ?= 1000000
+FUZZ_SMOKE_RUNS ?= 20000
+FUZZ_SMOKE_SECONDS ?= 10
+FUZZ_NAMES  := $(patsubst tests/fuzz/fuzz_%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
+FUZZ_BINS   := $(FUZZ_NAMES:%=$(BUILD)/fuzz/fuzz_%)
+FUZZ_LIB_SRCS := common/binfile.c common/checkpoint.c common/debug_state.c common/gpt2_config.c \
+                 common/pretokenize.c common/shard.c common/tokenizer.c common/train_state.c \
+                 common/util.c
+FUZZ_LIB_OBJS := $(FUZZ_LIB_SRCS:%.c=$(BUILD)/fuzz/obj/%.o)
+FUZZ_SAN    := -fsanitize=address,undefined -fno-sanitize-recover=undefined
+FUZZ_CFLAGS := -O1 -g -std=c11 -Wall -Wextra -Wshadow $(WERROR) -Icommon -Itests/fuzz -MMD -MP \
+               $(FUZZ_SAN)
+HAVE_FUZZ_CC = $(shell command -v $(FUZZ_CC) >/dev/null 2>&1 && echo 1)
+.PHONY: fuzz fuzz-smoke fuzz-build
+
+$(BUILD)/fuzz/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
+
+$(BUILD)/fuzz/fuzz_%: $(BUILD)/fuzz/obj/tests/fuzz/fuzz_%.o $(FUZZ_LIB_OBJS)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer $^ -o $@ -lutf8proc -lm
+
+$(BUILD)/fuzz/make_seeds: $(BUILD)/obj/tests/fuzz/make_seeds.o $(LIBCOMMON)
+	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+
+fuzz-build: $(FUZZ_BINS) $(BUILD)/fuzz/make_seeds $(RAW_FILES)
+	@$(BUILD)/fuzz/make_seeds $(BUILD)/fuzz/seeds
+
+# fuzz_run RUNS SECONDS: every harness, one after another, for RUNS
+# executions or SECONDS (0: no limit), whichever comes first; stops at the
+# first failure. (encoder_json is the slow one: every input that parses
+# allocates a vocabulary of 50257 entries.)
+define fuzz_run
+	@for name in $(FUZZ_NAMES); do \
+	  mkdir -p $(BUILD)/fuzz/corpus/$$name; \
+	  start=$$(date +%s); \
+	  $(BUILD)/fuzz/fuzz_$$name -runs=$(1) -max_total_time=$(2) \
+	    -artifact_prefix=$(BUILD)/fuzz/crash-$$name- $(BUILD)/fuzz/corpus/$$name \
+	    $(wildcard $(BUILD)/fuzz/seeds/$$name) $$(ls -d tests/fuzz/corpus/$$name 2>/dev/null) \
+	    > $(BUILD)/fuzz/$$name.log 2>&1 \
+	    || { tail -30 $(BUILD)/fuzz/$$name.log; echo "fuzz: $$name FAILED (log: $(BUILD)/fuzz/$$name.log)"; exit 1; }; \
+	  echo "fuzz: $$name: clean, $$(grep -o 'Done [0-9]* runs' $(BUILD)/fuzz/$$name.log) in $$(( $$(date +%s) - start )) s"; \
+	done
+endef
+
+fuzz:
+	@if [ "$(HAVE_FUZZ_CC)" != 1 ]; then echo "fuzz: $(FUZZ_CC) not found: libFuzzer needs clang (make deps)"; exit 1; fi
+	@$(MAKE) --no-print-directory fuzz-build
+	$(call fuzz_run,$(FUZZ_RUNS),0)
+
+fuzz-smoke:
+	@if [ "$(HAVE_FUZZ_CC)" != 1 ]; then echo "fuzz-smoke: $(FUZZ_CC) not found: fuzzing SKIPPED"; exit 0; fi
+	@$(MAKE) --no-print-directory fuzz-build
+	$(call fuzz_run,$(FUZZ_SMOKE_RUNS),$(FUZZ_SMOKE_SECONDS))
+
+-include $(shell find $(BUILD)/fuzz/obj -name '*.d' 2>/dev/null)

@@ -1,7 +1,6 @@
 // binfile.c: see binfile.h.
 #include "binfile.h"
 
-#include <errno.h>
 #include <stdarg.h>
 #include <string.h>
 
@@ -10,15 +9,14 @@ int binfile_open(BinFile *f, const char *path, int32_t header[BINFILE_HEADER_INT
     f->fp = NULL;
     f->path = path;
     f->length = -1;
-    FILE *fp = fopen(path, "rb");
-    if (!fp) return fail(err, "%s: cannot open: %s", path, strerror(errno));
+    long length;
+    FILE *fp = open_for_reading(path, &length, err);  // refuses a directory by name
+    if (!fp) return -1;
     // Measure first, so that a short file is reported with its length rather
     // than as a bare read error.
-    long length = -1;
-    if (fseek(fp, 0, SEEK_END) == 0) length = ftell(fp);
     int rc = 0;
-    if (length < 0 || fseek(fp, 0, SEEK_SET) != 0)
-        rc = fail(err, "%s: cannot determine the file's length", path);
+    if (length < 0)
+        rc = fail(err, "%s: not a regular file (a %s must be one, of a known length)", path, kind);
     else if (length == 0)
         rc = fail(err, "%s: empty file (0 bytes), expected a %d-byte %s header", path,
                   BINFILE_HEADER_BYTES, kind);

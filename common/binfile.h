@@ -24,6 +24,7 @@
 // Errors follow util.h's convention (0, or -1 with a reason in err) and name
 // the file and what is wrong, with the expected and the actual value:
 //   "<path>: cannot open: <strerror>"
+//   "<path>: is a directory, expected a file"
 //   "<path>: empty file (0 bytes), expected a 1024-byte <kind> header"
 //   "<path>: file is 1000 bytes, shorter than the 1024-byte <kind> header"
 //   "<path>: bad magic 20240326, expected 20240520 (not a <kind>)"

@@ -15,7 +15,11 @@
 #ifndef CHECKPOINT_H
 #define CHECKPOINT_H
 
+#include <stddef.h>
+#include <stdint.h>
+
 #include "gpt2_config.h"
+#include "util.h"
 
 #define CHECKPOINT_MAGIC 20240326
 #define CHECKPOINT_VERSION_FP32 3
@@ -24,13 +28,35 @@
 #define CHECKPOINT_HEADER_BYTES (CHECKPOINT_HEADER_INTS * 4)
 
 // Writes cfg and its gpt2_num_params(cfg) parameters to path (atomically).
+// Refuses parameters that are not all finite (a diverged run), naming the
+// first such tensor: the reader would refuse the file anyway.
 // Returns 0, or -1 with a reason in err (ERR_LEN bytes).
 int checkpoint_write(const char *path, const GPT2Config *cfg, const float *params, char *err);
+
+// The same, up to the rename: the whole file is written and flushed under its
+// temporary name (af->tmp_path). atomic_commit(af) then puts it in place, or
+// atomic_abort(af) removes it. For writing a model and its training state as
+// a pair (train_common.c): both finished before either appears.
+int checkpoint_write_unrenamed(AtomicFile *af, const char *path, const GPT2Config *cfg,
+                               const float *params, char *err);
 
 // Reads a checkpoint: fills *cfg and sets *params to a fresh buffer of
 // gpt2_num_params(cfg) floats (free() it). Checks the magic, the version, the
 // untied flag, the config, the file's exact length and that every parameter
 // is finite. On failure *params is NULL.
 int checkpoint_read(const char *path, GPT2Config *cfg, float **params, char *err);
+
+// Reads only the config, after the same checks of the header and of the
+// file's length (not of the values): cheap, for checking a command line.
+int checkpoint_read_config(const char *path, GPT2Config *cfg, char *err);
+
+// A 64-bit fingerprint of n parameter values (of their bit patterns), by
+// which a training state names the model it belongs to (train_state.h). It
+// tells models apart; it is no defence against a forger.
+uint64_t checkpoint_params_checksum(const float *params, size_t n);
+
+// The same fingerprint of the parameters in the checkpoint file at path,
+// read in pieces (the file is never all in memory at once).
+int checkpoint_file_checksum(const char *path, uint64_t *checksum, char *err);
 
 #endif

@@ -12,20 +12,19 @@
 _Static_assert(DEBUG_STATE_HEADER_INTS == BINFILE_HEADER_INTS,
                "debug_state.h and binfile.h agree");
 
-// ---- the two gradient layouts ---------------------------------------------
+// ---- the gradients' layout ------------------------------------------------------
 
 void debug_grad_sizes(const GPT2Config *cfg, size_t sizes[NUM_PARAM_TENSORS]) {
     gpt2_param_sizes(cfg, sizes);
-    size_t unpadded = (size_t)cfg->vocab_size * cfg->channels;
-    sizes[0] = unpadded;
-    if (!cfg->tied) sizes[LM_HEAD_INDEX] = unpadded;
 }
 
-size_t debug_grads_size(const GPT2Config *cfg) {
-    size_t sizes[NUM_PARAM_TENSORS], total = 0;
-    debug_grad_sizes(cfg, sizes);
-    for (int t = 0; t < NUM_PARAM_TENSORS; t++) total += sizes[t];
-    return total;
+size_t debug_grads_size(const GPT2Config *cfg) { return gpt2_num_params(cfg); }
+
+void debug_grad_real_sizes(const GPT2Config *cfg, size_t sizes[NUM_PARAM_TENSORS]) {
+    gpt2_param_sizes(cfg, sizes);
+    size_t real = (size_t)cfg->vocab_size * cfg->channels;
+    sizes[0] = real;
+    if (!cfg->tied) sizes[PARAM_LM_HEAD] = real;
 }
 
 // Where tensor t starts in a buffer whose tensors have these sizes.
@@ -36,28 +35,23 @@ static size_t offset_of(const size_t sizes[NUM_PARAM_TENSORS], int t) {
 }
 
 void debug_grad_copy_out(const GPT2Config *cfg, const float *grads, int t, float *out) {
-    size_t debug_sizes[NUM_PARAM_TENSORS], param_sizes[NUM_PARAM_TENSORS];
-    debug_grad_sizes(cfg, debug_sizes);
-    gpt2_param_sizes(cfg, param_sizes);
-    // The padded tensor is the unpadded one followed by the padding rows.
-    memcpy(out, grads + offset_of(debug_sizes, t), debug_sizes[t] * sizeof(float));
-    memset(out + debug_sizes[t], 0, (param_sizes[t] - debug_sizes[t]) * sizeof(float));
+    size_t sizes[NUM_PARAM_TENSORS], real[NUM_PARAM_TENSORS];
+    gpt2_param_sizes(cfg, sizes);
+    debug_grad_real_sizes(cfg, real);
+    // The padded tensor is the real rows followed by the padding rows.
+    memcpy(out, grads + offset_of(sizes, t), real[t] * sizeof(float));
+    memset(out + real[t], 0, (sizes[t] - real[t]) * sizeof(float));
 }
 
 void debug_grads_to_param_layout(const GPT2Config *cfg, const float *grads, float *param_grads) {
-    size_t param_sizes[NUM_PARAM_TENSORS];
-    gpt2_param_sizes(cfg, param_sizes);
+    size_t sizes[NUM_PARAM_TENSORS];
+    gpt2_param_sizes(cfg, sizes);
     for (int t = 0; t < NUM_PARAM_TENSORS; t++)
-        debug_grad_copy_out(cfg, grads, t, param_grads + offset_of(param_sizes, t));
+        debug_grad_copy_out(cfg, grads, t, param_grads + offset_of(sizes, t));
 }
 
 void debug_grads_from_param_layout(const GPT2Config *cfg, const float *param_grads, float *grads) {
-    size_t debug_sizes[NUM_PARAM_TENSORS], param_sizes[NUM_PARAM_TENSORS];
-    debug_grad_sizes(cfg, debug_sizes);
-    gpt2_param_sizes(cfg, param_sizes);
-    for (int t = 0; t < NUM_PARAM_TENSORS; t++)
-        memcpy(grads + offset_of(debug_sizes, t), param_grads + offset_of(param_sizes, t),
-               debug_sizes[t] * sizeof(float));
+    debug_grads_to_param_layout(cfg, param_grads, grads);  // the same layout
 }
 
 // ---- checks shared by the reader and the writer ----------------------------
@@ -104,7 +98,7 @@ static int check_finite(const char *path, const char *what, const float *v, size
 static int check_grads_finite(const char *path, const GPT2Config *cfg, const float *grads,
                               char *err) {
     size_t sizes[NUM_PARAM_TENSORS];
-    debug_grad_sizes(cfg, sizes);
+    gpt2_param_sizes(cfg, sizes);
     char what[64];
     for (int t = 0; t < NUM_PARAM_TENSORS; t++) {
         snprintf(what, sizeof(what), "the gradient of %s", gpt2_param_names[t]);
@@ -152,6 +146,16 @@ int debug_state_write(const char *path, const GPT2Config *cfg, const DebugState 
     return atomic_commit(&af, err);
 }
 
+// The length of a file whose wte and lm_head gradients have V rows: this
+// project's own layout before it adopted llm.c's. Only told apart when
+// V < Vp (else the two layouts are one).
+static int is_old_unpadded_length(const BinFile *f, const GPT2Config *cfg, size_t expected) {
+    if (cfg->padded_vocab_size == cfg->vocab_size) return 0;
+    size_t pad = (size_t)(cfg->padded_vocab_size - cfg->vocab_size) * cfg->channels;
+    size_t rows = cfg->tied ? 1 : 2;
+    return (size_t)f->length == expected - rows * pad * sizeof(float);
+}
+
 // Everything the header tells us beyond the magic: version, batch shape, and
 // so the file's exact length.
 static int check_header(BinFile *f, const GPT2Config *cfg,
@@ -165,9 +169,17 @@ static int check_header(BinFile *f, const GPT2Config *cfg,
     if (expected_length(cfg, B, T, &expected) != 0)
         return fail(err, "%s: B = %d, T = %d would make the file impossibly large", f->path, B,
                     T);
+    if (is_old_unpadded_length(f, cfg, expected))
+        return fail(err, "%s: file is %ld bytes, expected %zu: its wte%s gradient has V = %d "
+                         "rows, the old layout of this project; llm.c's (and ours now) pads "
+                         "it to Vp = %d rows: write the state again with "
+                         "tools/pytorch_reference.py", f->path, f->length, expected,
+                    cfg->tied ? "" : " and lm_head", cfg->vocab_size, cfg->padded_vocab_size);
     return binfile_expect_length(f, expected, err,
-                                 "for B = %d, T = %d, V = %d and %zu gradient values", B, T,
-                                 cfg->vocab_size, debug_grads_size(cfg));
+                                 "for B = %d, T = %d, V = %d and %zu gradient values (wte%s "
+                                 "with Vp = %d rows)", B, T, cfg->vocab_size,
+                                 debug_grads_size(cfg), cfg->tied ? "" : " and lm_head",
+                                 cfg->padded_vocab_size);
 }
 
 int debug_state_read(const char *path, const GPT2Config *cfg, DebugState *ds, char *err) {

@@ -578,6 +578,12 @@ Tokenizer *tokenizer_load(const char *encoder_json_path, const char *vocab_bpe_p
     return tok;
 }
 
+int tokenizer_check_merges_file(const Tokenizer *tok, const char *vocab_bpe_path, char *err) {
+    int16_t char_to_byte[ALPHABET_END];
+    byte_alphabet(char_to_byte);
+    return load_merges((Tokenizer *)tok, vocab_bpe_path, char_to_byte, err);  // only reads tok
+}
+
 // ---- BPE on one piece ----------------------------------------------------
 
 // Pieces up to this many bytes are merged by the plain method below, longer
@@ -781,4 +787,47 @@ void tokenizer_print_sample(const Tokenizer *tok, const int32_t *ids, int n, int
     }
     printf("\n------------------------------\n");
     fflush(stdout);
+}
+
+// ---- decode --------------------------------------------------------------
+
+static int is_space(char c) {
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
+}
+
+int tokenizer_decode_ids_text(const Tokenizer *tok, const char *name, const char *text,
+                              size_t len, uint8_t **bytes, size_t *n, char *err) {
+    Bytes out = {0};
+    size_t pos = 0, index = 0;
+    while (pos < len) {
+        if (is_space(text[pos])) {
+            pos++;
+            continue;
+        }
+        size_t start = pos;
+        while (pos < len && !is_space(text[pos])) pos++;
+        size_t digits = pos - start;
+        long long id = 0;
+        int ok = digits <= 9;  // more digits than any id could have
+        for (size_t i = start; ok && i < pos; i++) {
+            if (text[i] < '0' || text[i] > '9') ok = 0;
+            else id = id * 10 + (text[i] - '0');
+        }
+        size_t id_len = 0;
+        const uint8_t *id_bytes = ok ? tokenizer_token_bytes(tok, (int)id, &id_len) : NULL;
+        if (!id_bytes) {
+            free(out.data);
+            *bytes = NULL;
+            if (!ok)
+                return fail(err, "%s: byte offset %zu (id index %zu): \"%.*s\" is not a token id",
+                            name, start, index, digits > 40 ? 40 : (int)digits, text + start);
+            return fail(err, "%s: byte offset %zu (id index %zu): id %lld is out of range 0..%d",
+                        name, start, index, id, tok->vocab_size - 1);
+        }
+        for (size_t i = 0; i < id_len; i++) bytes_push(&out, id_bytes[i]);
+        index++;
+    }
+    *bytes = out.data ? out.data : xmalloc(1);
+    *n = out.len;
+    return 0;
 }

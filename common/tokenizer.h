@@ -45,6 +45,19 @@ int tokenizer_encode(const Tokenizer *tok, const char *text, size_t len, TokenId
 // vocabulary.
 const uint8_t *tokenizer_token_bytes(const Tokenizer *tok, int id, size_t *len);
 
+// Decodes text (len bytes): token ids written in decimal and separated by
+// whitespace, as `build/tokenizer encode` prints them. Every id is checked
+// before anything is returned: on success *bytes is a fresh buffer (free()
+// it) of *n bytes; on failure it is NULL, and err names `name` (the file),
+// the byte offset and the index of the bad id, and what is wrong with it.
+int tokenizer_decode_ids_text(const Tokenizer *tok, const char *name, const char *text,
+                              size_t len, uint8_t **bytes, size_t *n, char *err);
+
+// Checks a vocab.bpe file against tok's vocabulary, as tokenizer_load does
+// (the merges must be GPT-2's, in rank order). For tests and the fuzzer,
+// which check many merge files against one vocabulary.
+int tokenizer_check_merges_file(const Tokenizer *tok, const char *vocab_bpe_path, char *err);
+
 // Prints a generated sample (n ids) between two rule lines, as the trainers
 // do after training; `after_step` goes in the heading.
 void tokenizer_print_sample(const Tokenizer *tok, const int32_t *ids, int n, int after_step);

@@ -1,6 +1,18 @@
 // train_common.h: the parts of a training run that do not depend on where the
-// model runs: opening the data, saving and loading checkpoints. The CPU
-// trainer (train_cpu.h) and the GPU trainer (train_gpu.h) share them.
+// model runs: checking the command line against the files it names, opening
+// the data, saving and loading checkpoints, and the checks a run makes as it
+// goes (a diverged loss, a stop signal). The CPU trainer (train_cpu.h,
+// train_gpt2_cpu.c) and the GPU trainer (train_gpu.h, train_gpt2.c) share them.
+//
+// A trainer's main, in order:
+//   line_buffered_stdout();
+//   train_options_parse(...)  -> exit 2 on a bad flag
+//   prepare_run(&opt, err)    -> exit 2: flags against files, the checkpoint
+//                                directory made and tested, before any device
+//   stop_signals_install();   (stop_signal.h)
+//   ... build the trainer, then per step:
+//   check_step_finite(...)    -> exit 1, nothing saved, on a diverged step
+//   if (stop_requested()) ... save, report_stopped_run, exit stop_exit_status()
 #ifndef TRAIN_COMMON_H
 #define TRAIN_COMMON_H
 
@@ -9,6 +21,40 @@
 #include "dataloader.h"
 #include "train_options.h"
 #include "train_state.h"
+
+// ---- before anything is built ---------------------------------------------------
+
+// stdout line by line, even into a file or a pipe (where C buffers whole
+// blocks, and a log would show nothing until the first few steps were done).
+void line_buffered_stdout(void);
+
+// Everything about the command line that needs the files it names, checked
+// before a model is built or a device is touched, so that a mistake costs
+// nothing. In order:
+//   --resume DIR  becomes DIR's latest complete checkpoint (a model with its
+//                 state);
+//   --init-from / --resume: the model's shape becomes the checkpoint's; a
+//                 shape flag that was given (train_options.h's GIVEN_ bits)
+//                 must agree with it, and the checkpoint's vocabulary with the
+//                 data's; T, when not given, is the model's max_seq_len;
+//   --resume:     the state beside the model must be there and be its pair;
+//                 B and T, when not given, are the state's, and must agree when
+//                 given; --steps must be beyond the resumed step;
+//   the data:     the training and validation shards are there; --val-batches
+//                 is cut to the batches the validation shards hold;
+//   checkpoints:  when on, the directory is created (with its parents) and
+//                 tested for writing, and temporaries that an interrupted save
+//                 left there are removed.
+// Prints a line for each value it changes and each file it removes. Returns
+// 0, or -1 with a reason in err naming the flag or file and what is wrong.
+int prepare_run(TrainOptions *opt, char *err);
+
+// Creates dir and its missing parents, checks that a file can be written in
+// it, and removes the model_*.bin.tmp and state_*.bin.tmp files that a save
+// cut short (a killed process) left there. Errors name the directory.
+int prepare_checkpoint_dir(const char *dir, char *err);
+
+// ---- data, model, state ----------------------------------------------------------
 
 // Opens the shuffled training loader and, when opt->val_every > 0, the
 // sequential validation loader. *has_val tells whether val was opened.
@@ -20,16 +66,40 @@ int open_data(const TrainOptions *opt, DataLoader *train, DataLoader *val, int *
 int load_model_for_run(const char *path, int T, GPT2Config *cfg, float **params, char *err);
 
 // Reads the training state beside a model file (state_NNNNNN.bin beside
-// model_NNNNNN.bin) into m, v (num_params each) and *p, and checks that it
-// was saved with this run's B and T.
+// model_NNNNNN.bin) into m, v (num_params each) and *p, and checks that it is
+// that model's pair (its step and the checksum of the model file's
+// parameters, train_state.h) and that it was saved with this run's B and T.
+// A missing state is reported with the latest complete checkpoint beside it.
 int load_state_for_run(const char *model_path, const TrainOptions *opt, TrainProgress *p,
                        float *m, float *v, size_t num_params, char *err);
 
 // Writes model_NNNNNN.bin and state_NNNNNN.bin (NNNNNN = p->step) into dir,
-// creating it if needed; the model path goes to model_path (cap bytes) if
-// not NULL.
+// creating it if needed, as a pair: both are written whole under temporary
+// names, then renamed, the state last, so a state never appears without its
+// model and a model without its state only if the process dies between the
+// two renames (prepare_run's --resume DIR then takes the pair before). The
+// state records the model's checksum. Non-finite parameters or moments are
+// refused and nothing is written. The model path goes to model_path (cap
+// bytes) if not NULL.
 int save_run(const char *dir, const GPT2Config *cfg, const float *params, const float *m,
              const float *v, size_t num_params, const TrainProgress *p, char *model_path,
              size_t cap, char *err);
+
+// ---- as the run goes -------------------------------------------------------------
+
+// After step `step`: fails, naming the step and the value, when the loss or
+// the gradient norm is NaN or infinite. The run has diverged: stop, exit 1,
+// save nothing (the parameters are already ruined by that step's update).
+int check_step_finite(int step, float loss, float grad_norm, char *err);
+
+// The model's parameter count for the start-up line, saying whether lm_head
+// is tied: "124.44M parameters (tied: lm_head is wte)", or for an untied model
+// "163.04M parameters (untied: lm_head is 38.60M of them; tied, as in GPT-2,
+// 124.44M)".
+void describe_param_count(const GPT2Config *cfg, char *buf, size_t cap);
+
+// On stderr: the signal that stopped the run after `step` of `steps`, and
+// what was saved (saved_model: the model file, or NULL for nothing).
+void report_stopped_run(int step, int steps, const char *saved_model);
 
 #endif

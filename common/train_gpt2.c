@@ -13,6 +13,7 @@
 // Every step prints its loss, time, throughput, TFLOP/s, MFU and where the
 // time went; --bench-csv appends the medians of a run to a CSV file.
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,7 +22,9 @@
 #include "flops.h"
 #include "precision.h"
 #include "profiler.h"
+#include "stop_signal.h"
 #include "tokenizer.h"
+#include "train_common.h"
 #include "train_gpu.h"
 
 // The binary's name for messages: build/train_gpt2_fp32 or build/train_gpt2_bf16.
@@ -44,12 +47,6 @@ typedef struct {
     const char *profile_csv;
     int memory;          // print the device memory, tensor by tensor
 } GpuFlags;
-
-// The precision is the build's, not a switch: say so to anyone who asks for one.
-static int is_precision_flag(const char *a) {
-    return !strcmp(a, "--bf16") || !strcmp(a, "--no-bf16") || !strcmp(a, "--fp32") ||
-           !strcmp(a, "--no-fp32");
-}
 
 // A chapter runs only in the build of its precision.
 static int check_chapter_precision(int chapter, char *err) {
@@ -82,49 +79,147 @@ static int parse_positive(const char *flag, const char *s, double *out, char *er
     return 0;
 }
 
+// ---- this program's own flags ---------------------------------------------------
+// One row per flag, as in train_options.c: its name, what it takes, and
+// where its value goes in GpuFlags. A chapter switch (--NAME, --no-NAME) is
+// not a row: the chapter table (chapters.c) knows those. Everything else is
+// handed on, with its value, to train_options_parse.
+typedef enum {
+    GPU_FLAG_CHAPTER,    // --chapter N: read before the switches (take_gpu_flags)
+    GPU_FLAG_CHECK,      // --check-state MODEL STATE: two values
+    GPU_FLAG_TEXT,       // a const char * field: the value itself
+    GPU_FLAG_COUNT,      // an int field, a whole number >= 0
+    GPU_FLAG_POSITIVE,   // a double field, a number > 0
+    GPU_FLAG_ON,         // no value: sets an int field to 1
+    GPU_FLAG_PRECISION,  // --bf16, --fp32, ...: refused, the precision is a build
+} GpuFlagKind;
+
+typedef struct {
+    const char *name;
+    GpuFlagKind kind;
+    size_t offset;  // the field in GpuFlags, for TEXT, COUNT, POSITIVE, ON
+} GpuFlagSpec;
+
+#define GPU_FIELD(f) offsetof(GpuFlags, f)
+
+static const GpuFlagSpec GPU_FLAGS[] = {
+    {"--chapter", GPU_FLAG_CHAPTER, 0},
+    {"--check-state", GPU_FLAG_CHECK, 0},
+    {"--bench-csv", GPU_FLAG_TEXT, GPU_FIELD(bench_csv)},
+    {"--bench-label", GPU_FLAG_TEXT, GPU_FIELD(bench_label)},
+    {"--bench-warmup", GPU_FLAG_COUNT, GPU_FIELD(bench_warmup)},
+    {"--peak-tflops", GPU_FLAG_POSITIVE, GPU_FIELD(peak_tflops)},
+    {"--count-syncs", GPU_FLAG_ON, GPU_FIELD(count_syncs)},
+    {"--profile", GPU_FLAG_COUNT, GPU_FIELD(profile_steps)},
+    {"--profile-csv", GPU_FLAG_TEXT, GPU_FIELD(profile_csv)},
+    {"--memory", GPU_FLAG_ON, GPU_FIELD(memory)},
+    {"--bf16", GPU_FLAG_PRECISION, 0},
+    {"--no-bf16", GPU_FLAG_PRECISION, 0},
+    {"--fp32", GPU_FLAG_PRECISION, 0},
+    {"--no-fp32", GPU_FLAG_PRECISION, 0},
+};
+
+static const GpuFlagSpec *find_gpu_flag(const char *arg) {
+    for (size_t i = 0; i < sizeof GPU_FLAGS / sizeof GPU_FLAGS[0]; i++)
+        if (!strcmp(arg, GPU_FLAGS[i].name)) return &GPU_FLAGS[i];
+    return NULL;
+}
+
+static int values_taken(const GpuFlagSpec *g) {
+    if (g->kind == GPU_FLAG_ON || g->kind == GPU_FLAG_PRECISION) return 0;
+    return g->kind == GPU_FLAG_CHECK ? 2 : 1;
+}
+
+// The values of argv[i], a flag that takes n of them, are there and are not
+// flags themselves ("--profile --memory" forgot the count).
+static int check_values(int argc, char **argv, int i, int n, char *err) {
+    for (int k = 1; k <= n; k++) {
+        if (i + k >= argc) return fail(err, "%s: missing value (see --help)", argv[i]);
+        if (!strncmp(argv[i + k], "--", 2))
+            return fail(err, "%s: missing value (the next word is the flag %s)", argv[i],
+                        argv[i + k]);
+    }
+    return 0;
+}
+
+static int parse_chapter(const char *s, int *chapter, char *err) {
+    int n;
+    if (parse_count("--chapter", s, &n, err) || !chapter_get(n))
+        return fail(err, "--chapter: no chapter '%s' (see --list-chapters)", s);
+    *chapter = n;
+    return 0;
+}
+
+// Sets the flag's field from its values (argv[i + 1], argv[i + 2]).
+static int apply_gpu_flag(GpuFlags *f, const GpuFlagSpec *g, char **argv, int i, char *err) {
+    char *field = (char *)f + g->offset;
+    switch (g->kind) {
+    case GPU_FLAG_CHAPTER: return 0;  // already read: see take_gpu_flags
+    case GPU_FLAG_CHECK: f->check_model = argv[i + 1], f->check_state = argv[i + 2]; return 0;
+    case GPU_FLAG_TEXT: *(const char **)field = argv[i + 1]; return 0;
+    case GPU_FLAG_COUNT: return parse_count(g->name, argv[i + 1], (int *)field, err);
+    case GPU_FLAG_POSITIVE: return parse_positive(g->name, argv[i + 1], (double *)field, err);
+    case GPU_FLAG_ON: *(int *)field = 1; return 0;
+    case GPU_FLAG_PRECISION:
+        return fail(err, "%s: the precision is not a switch but a build: "
+                         "build/train_gpt2_fp32 runs the fp32 chapters, "
+                         "build/train_gpt2_bf16 the bf16 ones (see --list-chapters)", g->name);
+    }
+    return fail(err, "%s: unhandled kind of flag", g->name);  // not reached
+}
+
+// Takes this program's flags and the chapter switches out of argv, leaving
+// the rest (flags of train_options_parse, with their values, and anything
+// unknown, which it names) in argv[1 .. *argc - 1].
 static int take_gpu_flags(GpuFlags *f, int *argc, char **argv, char *err) {
-    int out = 1;
-    f->optim = chapter_optimizations(f->chapter);
     // Two passes: --chapter first, so switches given anywhere override it.
-    for (int i = 1; i < *argc; i++)
-        if (!strcmp(argv[i], "--chapter") && i + 1 < *argc) {
-            char *end;
-            long n = strtol(argv[i + 1], &end, 10);
-            if (*end || !chapter_get((int)n))
-                return fail(err, "--chapter: no chapter '%s' (see --list-chapters)", argv[i + 1]);
-            f->chapter = (int)n;
-            f->optim = chapter_optimizations(f->chapter);
+    for (int i = 1; i < *argc; i++) {
+        if (train_options_takes_value(argv[i])) i++;  // its value is not a flag
+        else if (!strcmp(argv[i], "--chapter")) {
+            if (check_values(*argc, argv, i, 1, err) || parse_chapter(argv[i + 1], &f->chapter, err))
+                return -1;
+            i++;
         }
+    }
+    f->optim = chapter_optimizations(f->chapter);
+    int out = 1;
     for (int i = 1; i < *argc; i++) {
         const char *a = argv[i];
-        int has_value = i + 1 < *argc;
+        if (train_options_takes_value(a)) {  // hand it on, with its value
+            argv[out++] = argv[i];
+            if (i + 1 < *argc) argv[out++] = argv[++i];
+            continue;
+        }
         int is_switch = optimizations_apply_flag(&f->optim, a, PRECISION_NAME, err);
-        if (is_switch < 0) return -1;
+        if (is_switch < 0) return -1;  // a switch of the other build
         if (is_switch) continue;
-        if (!strcmp(a, "--chapter") && has_value) i++;
-        else if (is_precision_flag(a))
-            return fail(err, "%s: the precision is not a switch but a build: "
-                             "build/train_gpt2_fp32 runs the fp32 chapters, "
-                             "build/train_gpt2_bf16 the bf16 ones (see --list-chapters)", a);
-        else if (!strcmp(a, "--check-state") && i + 2 < *argc)
-            f->check_model = argv[i + 1], f->check_state = argv[i + 2], i += 2;
-        else if (!strcmp(a, "--bench-csv") && has_value) f->bench_csv = argv[++i];
-        else if (!strcmp(a, "--bench-label") && has_value) f->bench_label = argv[++i];
-        else if (!strcmp(a, "--bench-warmup") && has_value) {
-            if (parse_count(a, argv[++i], &f->bench_warmup, err)) return -1;
-        } else if (!strcmp(a, "--peak-tflops") && has_value) {
-            if (parse_positive(a, argv[++i], &f->peak_tflops, err)) return -1;
+        const GpuFlagSpec *g = find_gpu_flag(a);
+        if (!g) {
+            argv[out++] = argv[i];
+            continue;
         }
-        else if (!strcmp(a, "--count-syncs")) f->count_syncs = 1;
-        else if (!strcmp(a, "--profile") && has_value) {
-            if (parse_count(a, argv[++i], &f->profile_steps, err)) return -1;
-        }
-        else if (!strcmp(a, "--profile-csv") && has_value) f->profile_csv = argv[++i];
-        else if (!strcmp(a, "--memory")) f->memory = 1;
-        else argv[out++] = argv[i];
+        int n = values_taken(g);
+        if (check_values(*argc, argv, i, n, err) || apply_gpu_flag(f, g, argv, i, err)) return -1;
+        i += n;
     }
     *argc = out;
     return check_chapter_precision(f->chapter, err);
+}
+
+// Everything the command line says, checked before a device is looked for,
+// so that a mistake exits 2 at once on any machine, with a GPU or without:
+// this program's flags, then train_options_parse's, then what needs the
+// files they name (prepare_run). --check-state takes switches only.
+static int parse_command_line(GpuFlags *f, TrainOptions *opt, int argc, char **argv, char *err) {
+    if (take_gpu_flags(f, &argc, argv, err)) return -1;
+    if (f->check_model) {
+        if (argc > 1)
+            return fail(err, "--check-state MODEL STATE: only --chapter and switches go with "
+                             "it, not '%s'", argv[1]);
+        return 0;
+    }
+    if (train_options_parse(opt, argc, argv, err)) return -1;
+    return prepare_run(opt, err);
 }
 
 static void usage_extra(void) {
@@ -241,6 +336,10 @@ static void report_steps(const GpuFlags *f, GpuTrainer *tr, Report *rep, StepLog
     if (used > rep->peak_mem) rep->peak_mem = used;
     for (int i = 0; i < n; i++) {
         const GpuStepStats *s = &batch[i];
+        // Chapter 03 learns a step's loss only here, up to GPU_MAX_PENDING_STEPS
+        // steps late: a diverged run stops here, before anything is saved.
+        char err[ERR_LEN];
+        if (check_step_finite(s->step, s->loss, s->grad_norm, err)) die("%s", err);
         log->ms[log->n] = s->ms, log->data[log->n] = s->data_ms, log->fwd[log->n] = s->forward_ms;
         log->bwd[log->n] = s->backward_ms, log->opt[log->n] = s->optimizer_ms;
         log->n++;
@@ -270,6 +369,29 @@ static void report_steps(const GpuFlags *f, GpuTrainer *tr, Report *rep, StepLog
     fflush(stdout);
 }
 
+// Saves the model and its training state as a pair (train_common.h's
+// save_run), and remembers the step.
+static void save_checkpoint(GpuTrainer *tr, Report *rep, char *path, size_t cap,
+                            int *saved_step) {
+    char err[ERR_LEN];
+    if (gpu_trainer_save(tr, path, cap, err)) die("%s", err);
+    printf("step %5d | saved %s\n", tr->step, path);
+    *saved_step = tr->step;
+    rep->syncs = gpu_sync_counts();  // the save's waits are not the steps'
+}
+
+// Ctrl-C or SIGTERM (stop_signal.h): the step in flight has finished. Read
+// the steps not yet read (a diverged one stops the run there, unsaved), save
+// when checkpoints are on, say where the run stopped, and exit 128 + signal.
+static int stop_run(const GpuFlags *f, GpuTrainer *tr, Report *rep, StepLog *log, char *path,
+                    size_t cap, int saved_step) {
+    report_steps(f, tr, rep, log);
+    if (tr->opt.checkpoint_every > 0 && saved_step != tr->step)
+        save_checkpoint(tr, rep, path, cap, &saved_step);
+    report_stopped_run(tr->step, tr->opt.steps, saved_step == tr->step ? path : NULL);
+    return stop_exit_status();
+}
+
 static int train(const GpuFlags *f, const TrainOptions *opt) {
     char err[ERR_LEN];
     Tokenizer *tok = NULL;
@@ -293,10 +415,11 @@ static int train(const GpuFlags *f, const TrainOptions *opt) {
     printf("precision: fp32 (%s)\n", TRAINER_NAME);
 #endif
     optimizations_print(&f->optim);
-    printf("model: L=%d H=%d C=%d T=%d V=%d (padded %d), %s, %.2fM parameters, %.2f GiB on the device\n",
+    char count[160];
+    describe_param_count(c, count, sizeof count);
+    printf("model: L=%d H=%d C=%d T=%d V=%d (padded %d), %s, %.2f GiB on the device\n",
            c->num_layers, c->num_heads, c->channels, c->max_seq_len, c->vocab_size,
-           c->padded_vocab_size, c->tied ? "tied" : "untied", tr.model.num_params / 1e6,
-           tr.model.device_bytes / (double)(1 << 30));
+           c->padded_vocab_size, count, tr.model.device_bytes / (double)(1 << 30));
     printf("batch: B=%d T=%d; %.1f GFLOP per token (6N + 12LCT)\n", opt->B, opt->T,
            flops_tok / 1e9);
     if (f->memory) gpt2_gpu_print_memory(&tr.model, stdout);
@@ -314,6 +437,8 @@ static int train(const GpuFlags *f, const TrainOptions *opt) {
     log.ms = bufs, log.data = bufs + steps, log.fwd = bufs + 2 * steps;
     log.bwd = bufs + 3 * steps, log.opt = bufs + 4 * steps;
     Report rep = {.peak = peak, .flops_tok = flops_tok, .syncs = gpu_sync_counts()};
+    char path[1024] = "";
+    int saved_step = -1;
     while (tr.step < opt->steps) {
         if (opt->val_every > 0 && tr.step % opt->val_every == 0) {
             print_val_loss(&tr);
@@ -323,6 +448,11 @@ static int train(const GpuFlags *f, const TrainOptions *opt) {
         if (prof && tr.step == profile_from) gpu_profiler_start(prof, tr.ctx.stream);
         if (gpu_trainer_step(&tr, &s, err)) die("%s", err);
         if (prof && tr.step == profile_to) gpu_profiler_stop(prof, profile_to - profile_from);
+        // Chapters 00-02 know the step's loss now: a diverged step has ruined
+        // the weights, so stop at once and save nothing. (Chapter 03 checks
+        // the numbers when they arrive, in report_steps.)
+        if (!tr.optim.sync_avoidance && check_step_finite(s.step, s.loss, s.grad_norm, err))
+            die("%s", err);
         // The steps' numbers are read at each log line. In chapter 03 that is
         // where the host waits for the device, so it is also done before
         // anything else that waits (validation, checkpoints), and when the
@@ -332,13 +462,12 @@ static int train(const GpuFlags *f, const TrainOptions *opt) {
             (opt->val_every > 0 && tr.step % opt->val_every == 0) || save ||
             gpu_trainer_pending(&tr) == GPU_MAX_PENDING_STEPS)
             report_steps(f, &tr, &rep, &log);
-        if (save) {
-            char path[1024];
-            if (gpu_trainer_save(&tr, path, sizeof path, err)) die("%s", err);
-            printf("step %5d | saved %s\n", tr.step, path);
-            rep.syncs = gpu_sync_counts();
-        }
+        if (save) save_checkpoint(&tr, &rep, path, sizeof path, &saved_step);
+        if (stop_requested()) break;
     }
+    if (stop_requested()) return stop_run(f, &tr, &rep, &log, path, sizeof path, saved_step);
+    if (opt->checkpoint_every > 0 && saved_step != tr.step)
+        save_checkpoint(&tr, &rep, path, sizeof path, &saved_step);
     double peak_mem = rep.peak_mem;
     if (opt->val_every > 0) print_val_loss(&tr);
     if (f->bench_csv && log.n > 0) write_bench_row(f, &tr, &log, flops_tok, peak, peak_mem);
@@ -354,6 +483,7 @@ static int train(const GpuFlags *f, const TrainOptions *opt) {
 }
 
 int main(int argc, char **argv) {
+    line_buffered_stdout();
     char err[ERR_LEN];
     GpuFlags f = {.chapter = chapter_first_of_precision(PRECISION_NAME), .bench_warmup = 3};
     for (int i = 1; i < argc; i++) {
@@ -367,7 +497,8 @@ int main(int argc, char **argv) {
             return 0;
         }
     }
-    if (take_gpu_flags(&f, &argc, argv, err)) {
+    TrainOptions opt = gpu_defaults();
+    if (parse_command_line(&f, &opt, argc, argv, err)) {
         fprintf(stderr, "error: %s\n", err);
         return 2;
     }
@@ -377,10 +508,6 @@ int main(int argc, char **argv) {
         return 1;
     }
     if (f.check_model) return check_state_run(f.check_model, f.check_state, &f.optim) ? 1 : 0;
-    TrainOptions opt = gpu_defaults();
-    if (train_options_parse(&opt, argc, argv, err)) {
-        fprintf(stderr, "error: %s\n", err);
-        return 2;
-    }
+    stop_signals_install();
     return train(&f, &opt);
 }

@@ -4,10 +4,22 @@
 // prints its loss, time and throughput; every --val-every steps the
 // validation loss; at the end a text sample. `make run` runs it on
 // TinyShakespeare where no GPU is found.
+//
+//   build/train_gpt2_cpu --data data/tinyshakespeare
+//   build/train_gpt2_cpu --check-state MODEL.bin STATE.bin
+//
+// Exit status: 0 done; 1 the run failed (a diverged loss, a file that cannot
+// be read or written); 2 a bad command line, or one that disagrees with the
+// files it names; 130 or 143 stopped by Ctrl-C or SIGTERM (after saving, when
+// checkpoints are on).
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
+#include "check_cpu.h"
+#include "stop_signal.h"
 #include "tokenizer.h"
+#include "train_common.h"
 #include "train_cpu.h"
 
 static void print_sample(CpuTrainer *tr, const Tokenizer *tok, int n) {
@@ -24,18 +36,78 @@ static void print_val_loss(CpuTrainer *tr) {
     printf("step %5d | val loss %.4f\n", tr->step, loss);
 }
 
-static void save_checkpoint(CpuTrainer *tr) {
-    char err[ERR_LEN], path[1024];
-    if (cpu_trainer_save(tr, path, sizeof path, err)) die("%s", err);
+// Saves, and returns the step saved (so that a step is never saved twice).
+static int save_checkpoint(CpuTrainer *tr, char *path, size_t cap) {
+    char err[ERR_LEN];
+    if (cpu_trainer_save(tr, path, cap, err)) die("%s", err);
     printf("step %5d | saved %s\n", tr->step, path);
+    return tr->step;
+}
+
+static void print_start(const CpuTrainer *tr, const TrainOptions *opt) {
+    const GPT2Config *c = &tr->model.config;
+    char params[160];
+    describe_param_count(c, params, sizeof params);
+    printf("model: L=%d H=%d C=%d T=%d V=%d (padded %d), %s\n", c->num_layers, c->num_heads,
+           c->channels, c->max_seq_len, c->vocab_size, c->padded_vocab_size, params);
+    printf("batch: B=%d T=%d, %zu training batches per epoch; steps %d..%d\n", opt->B, opt->T,
+           dataloader_num_windows(&tr->train), tr->step, opt->steps);
+}
+
+// The training loop. Returns the exit status.
+static int train(const TrainOptions *opt, const Tokenizer *tok) {
+    char err[ERR_LEN], path[1024] = "";
+    CpuTrainer tr;
+    if (cpu_trainer_init(&tr, opt, err)) die("%s", err);
+    print_start(&tr, opt);
+    const double tokens_per_step = (double)opt->B * opt->T;
+    int saved_step = -1;
+    while (tr.step < opt->steps) {
+        if (opt->val_every > 0 && tr.step % opt->val_every == 0) print_val_loss(&tr);
+        if (tok && opt->sample_every > 0 && tr.step > 0 && tr.step % opt->sample_every == 0)
+            print_sample(&tr, tok, opt->sample_tokens);
+        StepStats s;
+        if (cpu_trainer_step(&tr, &s, err)) die("%s", err);
+        // A diverged step has already ruined the weights: stop, save nothing.
+        if (check_step_finite(tr.step, s.loss, s.grad_norm, err)) die("%s", err);
+        if (tr.step % opt->log_every == 0 || tr.step == opt->steps)
+            printf("step %5d/%d | loss %.4f | lr %.2e | norm %.3f | %.1f ms | %.0f tok/s\n",
+                   tr.step, opt->steps, s.loss, s.lr, s.grad_norm, s.ms,
+                   tokens_per_step / (s.ms / 1e3));
+        if (opt->checkpoint_every > 0 && tr.step % opt->checkpoint_every == 0)
+            saved_step = save_checkpoint(&tr, path, sizeof path);
+        if (stop_requested()) break;
+    }
+    if (stop_requested()) {
+        if (opt->checkpoint_every > 0 && saved_step != tr.step)
+            saved_step = save_checkpoint(&tr, path, sizeof path);
+        report_stopped_run(tr.step, opt->steps, saved_step == tr.step ? path : NULL);
+        cpu_trainer_free(&tr);
+        return stop_exit_status();
+    }
+    if (opt->val_every > 0) print_val_loss(&tr);
+    if (opt->checkpoint_every > 0 && saved_step != tr.step) save_checkpoint(&tr, path, sizeof path);
+    if (tok) print_sample(&tr, tok, opt->sample_tokens);
+    cpu_trainer_free(&tr);
+    return 0;
 }
 
 int main(int argc, char **argv) {
+    line_buffered_stdout();
     char err[ERR_LEN];
+    if (argc > 1 && !strcmp(argv[1], "--check-state")) {
+        if (argc == 4) return check_state_cpu(argv[2], argv[3]);
+        fprintf(stderr, "error: --check-state MODEL STATE: two files, and no other flag\n");
+        return 2;
+    }
     TrainOptions opt = train_options_default();
     int parsed = train_options_parse(&opt, argc, argv, err);
-    if (parsed == 1) return 0;
-    if (parsed < 0) {
+    if (parsed == 1) {
+        printf("  --check-state MODEL STATE  (alone) compare the CPU reference with a debug\n"
+               "                        state written by tools/pytorch_reference.py or llm.c\n");
+        return 0;
+    }
+    if (parsed < 0 || prepare_run(&opt, err)) {
         fprintf(stderr, "error: %s\n", err);
         return 2;
     }
@@ -44,33 +116,8 @@ int main(int argc, char **argv) {
         tok = tokenizer_load(opt.encoder_path, opt.bpe_path, err);
         if (!tok) die("%s (needed to print samples; --sample-tokens 0 skips them)", err);
     }
-    CpuTrainer tr;
-    if (cpu_trainer_init(&tr, &opt, err)) die("%s", err);
-    const GPT2Config *c = &tr.model.config;
-    printf("model: L=%d H=%d C=%d T=%d V=%d (padded %d), %s, %.2fM parameters\n",
-           c->num_layers, c->num_heads, c->channels, c->max_seq_len, c->vocab_size,
-           c->padded_vocab_size, c->tied ? "tied" : "untied", tr.model.num_params / 1e6);
-    printf("batch: B=%d T=%d, %zu training batches per epoch; steps %d..%d\n", opt.B, opt.T,
-           dataloader_num_windows(&tr.train), tr.step, opt.steps);
-
-    const double tokens_per_step = (double)opt.B * opt.T;
-    while (tr.step < opt.steps) {
-        if (opt.val_every > 0 && tr.step % opt.val_every == 0) print_val_loss(&tr);
-        if (tok && opt.sample_every > 0 && tr.step > 0 && tr.step % opt.sample_every == 0)
-            print_sample(&tr, tok, opt.sample_tokens);
-        StepStats s;
-        if (cpu_trainer_step(&tr, &s, err)) die("%s", err);
-        if (tr.step % opt.log_every == 0 || tr.step == opt.steps)
-            printf("step %5d/%d | loss %.4f | lr %.2e | norm %.3f | %.1f ms | %.0f tok/s\n",
-                   tr.step, opt.steps, s.loss, s.lr, s.grad_norm, s.ms,
-                   tokens_per_step / (s.ms / 1e3));
-        fflush(stdout);
-        if (opt.checkpoint_every > 0 && tr.step % opt.checkpoint_every == 0) save_checkpoint(&tr);
-    }
-    if (opt.val_every > 0) print_val_loss(&tr);
-    if (opt.checkpoint_every > 0 && tr.step % opt.checkpoint_every != 0) save_checkpoint(&tr);
-    if (tok) print_sample(&tr, tok, opt.sample_tokens);
-    cpu_trainer_free(&tr);
+    stop_signals_install();
+    int status = train(&opt, tok);
     if (tok) tokenizer_free(tok);
-    return 0;
+    return status;
 }

@@ -2,6 +2,7 @@
 #include "train_options.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,11 +51,13 @@ void train_options_usage(const char *program) {
         "  --layers N --heads N --channels N --max-seq-len N\n"
         "  --padded-vocab N      rows of wte/lm_head (default: the vocabulary, %d)\n"
         "  --tied / --untied     share wte with lm_head (default untied)\n"
-        "  --init-from FILE      start from a model checkpoint\n"
+        "  --init-from FILE      start from a model checkpoint: its shape and weights\n"
+        "                        (shape flags given must agree with it)\n"
         "training:\n"
         "  -b, --batch N         sequences per step (default %d)\n"
         "  -t, --seq-len N       tokens per sequence (default: the model's max)\n"
-        "  --steps N             steps to train (default %d)\n"
+        "  --steps N             steps to train, in all: a resumed run continues to N\n"
+        "                        (default %d)\n"
         "  --lr X                peak learning rate (default %g)\n"
         "  --warmup N            warm-up steps (default %d)\n"
         "  --min-lr-frac X       final lr as a fraction of the peak (default %g)\n"
@@ -66,10 +69,13 @@ void train_options_usage(const char *program) {
         "  --val-batches N       batches per validation (default %d)\n"
         "  --sample-every N      print a sample every N steps, 0 = only at the end\n"
         "  --sample-tokens N     tokens per sample, 0 = no sampling (default %d)\n"
-        "  --checkpoint-every N  save every N steps and at the end, 0 = off (default)\n"
-        "  --checkpoint-dir DIR  (default %s)\n"
-        "  --resume FILE         a model_NNNNNN.bin written by this trainer; its\n"
-        "                        state_NNNNNN.bin must sit beside it\n"
+        "  --checkpoint-every N  save every N steps, at the end and when stopped by\n"
+        "                        Ctrl-C; 0 = off (default)\n"
+        "  --checkpoint-dir DIR  created if missing (default %s)\n"
+        "  --resume FILE|DIR     continue a run from a model_NNNNNN.bin written by this\n"
+        "                        trainer (its state_NNNNNN.bin beside it), or from the\n"
+        "                        latest complete pair in DIR; the shape, B and T are\n"
+        "                        the checkpoint's (flags given must agree)\n"
         "  --log-every N         print a step line every N steps (default %d)\n",
         program, d.train_pattern, d.val_pattern, d.encoder_path, d.bpe_path,
         d.model.vocab_size, d.B, d.steps, d.lr.max_lr, d.lr.warmup_steps,
@@ -77,24 +83,42 @@ void train_options_usage(const char *program) {
         d.val_every, d.val_batches, d.sample_tokens, d.checkpoint_dir, d.log_every);
 }
 
-// ---- parsing helpers: each names the flag when the value is bad ----------
-static int parse_int(const char *flag, const char *s, int min, int *out, char *err) {
+// ---- values: each parser names the flag when the value is bad -------------
+int parse_int(const char *flag, const char *s, long min, long max, int *out, char *err) {
     char *end;
     errno = 0;
     long v = strtol(s, &end, 10);
-    if (errno || *end || end == s || v < min || v > 1000000000)
-        return fail(err, "%s: expected an integer >= %d, got '%s'", flag, min, s);
+    if (errno || *end || end == s || v < min || v > max)
+        return fail(err, "%s: expected an integer from %ld to %ld, got '%s'", flag, min, max, s);
     *out = (int)v;
     return 0;
 }
 
-static int parse_float(const char *flag, const char *s, float min, float *out, char *err) {
+int parse_double(const char *flag, const char *s, double min, double max, double *out,
+                 char *err) {
     char *end;
     errno = 0;
-    float v = strtof(s, &end);
-    if (errno || *end || end == s || !(v >= min) || v > 1e30f)
-        return fail(err, "%s: expected a number >= %g, got '%s'", flag, min, s);
+    double v = strtod(s, &end);
+    if (errno || *end || end == s || !(v >= min && v <= max))  // NaN fails too
+        return fail(err, "%s: expected a number from %g to %g, got '%s'", flag, min, max, s);
     *out = v;
+    return 0;
+}
+
+int parse_float(const char *flag, const char *s, double min, double max, float *out, char *err) {
+    double v;
+    if (parse_double(flag, s, min, max, &v, err)) return -1;
+    *out = (float)v;
+    return 0;
+}
+
+static int parse_seed(const char *flag, const char *s, uint64_t *out, char *err) {
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || *end || end == s || s[0] == '-')
+        return fail(err, "%s: expected a non-negative integer, got '%s'", flag, s);
+    *out = (uint64_t)v;
     return 0;
 }
 
@@ -128,63 +152,140 @@ static int apply_preset(TrainOptions *o, const char *name, char *err) {
     return 0;
 }
 
-int train_options_parse(TrainOptions *o, int argc, char **argv, char *err) {
-    int seq_len_given = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *f = argv[i];
-        if (!strcmp(f, "-h") || !strcmp(f, "--help")) {
-            train_options_usage(argv[0]);
-            return 1;
-        }
-        if (!strcmp(f, "--tied")) { o->model.tied = 1; continue; }
-        if (!strcmp(f, "--untied")) { o->model.tied = 0; continue; }
-        if (i + 1 >= argc) return fail(err, "%s: missing value (see --help)", f);
-        const char *v = argv[++i];
-        int rc;
-        if (!strcmp(f, "--data")) rc = set_data_dir(o, v, err);
-        else if (!strcmp(f, "--train")) rc = copy_string(f, v, o->train_pattern, sizeof o->train_pattern, err);
-        else if (!strcmp(f, "--val")) rc = copy_string(f, v, o->val_pattern, sizeof o->val_pattern, err);
-        else if (!strcmp(f, "--encoder")) rc = copy_string(f, v, o->encoder_path, sizeof o->encoder_path, err);
-        else if (!strcmp(f, "--bpe")) rc = copy_string(f, v, o->bpe_path, sizeof o->bpe_path, err);
-        else if (!strcmp(f, "--model")) rc = apply_preset(o, v, err);
-        else if (!strcmp(f, "--layers")) rc = parse_int(f, v, 1, &o->model.num_layers, err);
-        else if (!strcmp(f, "--heads")) rc = parse_int(f, v, 1, &o->model.num_heads, err);
-        else if (!strcmp(f, "--channels")) rc = parse_int(f, v, 1, &o->model.channels, err);
-        else if (!strcmp(f, "--max-seq-len")) rc = parse_int(f, v, 1, &o->model.max_seq_len, err);
-        else if (!strcmp(f, "--padded-vocab")) rc = parse_int(f, v, 1, &o->model.padded_vocab_size, err);
-        else if (!strcmp(f, "--init-from")) rc = copy_string(f, v, o->init_from, sizeof o->init_from, err);
-        else if (!strcmp(f, "-b") || !strcmp(f, "--batch")) rc = parse_int(f, v, 1, &o->B, err);
-        else if (!strcmp(f, "-t") || !strcmp(f, "--seq-len")) rc = parse_int(f, v, 1, &o->T, err), seq_len_given = 1;
-        else if (!strcmp(f, "--steps")) rc = parse_int(f, v, 1, &o->steps, err);
-        else if (!strcmp(f, "--lr")) rc = parse_float(f, v, 0, &o->lr.max_lr, err);
-        else if (!strcmp(f, "--warmup")) rc = parse_int(f, v, 0, &o->lr.warmup_steps, err);
-        else if (!strcmp(f, "--min-lr-frac")) rc = parse_float(f, v, 0, &o->lr.min_lr_fraction, err);
-        else if (!strcmp(f, "--weight-decay")) rc = parse_float(f, v, 0, &o->adamw.weight_decay, err);
-        else if (!strcmp(f, "--grad-clip")) rc = parse_float(f, v, 0, &o->grad_clip, err);
-        else if (!strcmp(f, "--seed")) {
-            int s;
-            rc = parse_int(f, v, 0, &s, err);
-            o->seed = (uint64_t)s;
-        } else if (!strcmp(f, "--val-every")) rc = parse_int(f, v, 0, &o->val_every, err);
-        else if (!strcmp(f, "--val-batches")) rc = parse_int(f, v, 1, &o->val_batches, err);
-        else if (!strcmp(f, "--sample-every")) rc = parse_int(f, v, 0, &o->sample_every, err);
-        else if (!strcmp(f, "--sample-tokens")) rc = parse_int(f, v, 0, &o->sample_tokens, err);
-        else if (!strcmp(f, "--checkpoint-every")) rc = parse_int(f, v, 0, &o->checkpoint_every, err);
-        else if (!strcmp(f, "--checkpoint-dir")) rc = copy_string(f, v, o->checkpoint_dir, sizeof o->checkpoint_dir, err);
-        else if (!strcmp(f, "--resume")) rc = copy_string(f, v, o->resume_from, sizeof o->resume_from, err);
-        else if (!strcmp(f, "--log-every")) rc = parse_int(f, v, 1, &o->log_every, err);
-        else return fail(err, "unknown flag '%s' (see --help)", f);
-        if (rc) return -1;
+// ---- the flags ----------------------------------------------------------------
+// One row per flag: its name, what kind of value it takes, where the value
+// goes in TrainOptions, its range, and the GIVEN_ bit it records. The parser
+// below reads this table and nothing else, so a flag is known, parsed and
+// range-checked in one place.
+typedef enum {
+    FLAG_INT,     // an int field, within [min, max]
+    FLAG_FLOAT,   // a float field, within [min, max]
+    FLAG_TEXT,    // a char array field
+    FLAG_SWITCH,  // no value: sets the int field to min
+    FLAG_DATA,    // --data DIR: both shard patterns
+    FLAG_MODEL,   // --model NAME: a preset of four shape fields
+    FLAG_SEED,    // --seed N: the uint64 seed
+} FlagKind;
+
+typedef struct {
+    const char *name, *alias;
+    FlagKind kind;
+    size_t offset, size;  // the field, for FLAG_INT, FLAG_FLOAT, FLAG_TEXT, FLAG_SWITCH
+    double min, max;
+    unsigned given;
+} FlagSpec;
+
+#define FIELD(f) .offset = offsetof(TrainOptions, f), .size = sizeof(((TrainOptions *)0)->f)
+#define MANY 1e9  // the largest count any flag accepts
+
+static const FlagSpec FLAGS[] = {
+    {"--data", NULL, FLAG_DATA, 0, 0, 0, 0, 0},
+    {"--train", NULL, FLAG_TEXT, FIELD(train_pattern), 0, 0, 0},
+    {"--val", NULL, FLAG_TEXT, FIELD(val_pattern), 0, 0, 0},
+    {"--encoder", NULL, FLAG_TEXT, FIELD(encoder_path), 0, 0, 0},
+    {"--bpe", NULL, FLAG_TEXT, FIELD(bpe_path), 0, 0, 0},
+    {"--model", NULL, FLAG_MODEL, 0, 0, 0, 0,
+     GIVEN_LAYERS | GIVEN_HEADS | GIVEN_CHANNELS | GIVEN_MAX_SEQ_LEN},
+    {"--layers", NULL, FLAG_INT, FIELD(model.num_layers), 1, MANY, GIVEN_LAYERS},
+    {"--heads", NULL, FLAG_INT, FIELD(model.num_heads), 1, MANY, GIVEN_HEADS},
+    {"--channels", NULL, FLAG_INT, FIELD(model.channels), 1, MANY, GIVEN_CHANNELS},
+    {"--max-seq-len", NULL, FLAG_INT, FIELD(model.max_seq_len), 1, MANY, GIVEN_MAX_SEQ_LEN},
+    {"--padded-vocab", NULL, FLAG_INT, FIELD(model.padded_vocab_size), 1, MANY,
+     GIVEN_PADDED_VOCAB},
+    {"--tied", NULL, FLAG_SWITCH, FIELD(model.tied), 1, 1, GIVEN_TIED},
+    {"--untied", NULL, FLAG_SWITCH, FIELD(model.tied), 0, 0, GIVEN_TIED},
+    {"--init-from", NULL, FLAG_TEXT, FIELD(init_from), 0, 0, 0},
+    {"--batch", "-b", FLAG_INT, FIELD(B), 1, MANY, GIVEN_BATCH},
+    {"--seq-len", "-t", FLAG_INT, FIELD(T), 1, MANY, GIVEN_SEQ_LEN},
+    {"--steps", NULL, FLAG_INT, FIELD(steps), 1, MANY, GIVEN_STEPS},
+    {"--lr", NULL, FLAG_FLOAT, FIELD(lr.max_lr), 0, 1e30, 0},
+    {"--warmup", NULL, FLAG_INT, FIELD(lr.warmup_steps), 0, MANY, 0},
+    {"--min-lr-frac", NULL, FLAG_FLOAT, FIELD(lr.min_lr_fraction), 0, 1, 0},
+    {"--weight-decay", NULL, FLAG_FLOAT, FIELD(adamw.weight_decay), 0, 1e30, 0},
+    {"--grad-clip", NULL, FLAG_FLOAT, FIELD(grad_clip), 0, 1e30, 0},
+    {"--seed", NULL, FLAG_SEED, 0, 0, 0, 0, 0},
+    {"--val-every", NULL, FLAG_INT, FIELD(val_every), 0, MANY, 0},
+    {"--val-batches", NULL, FLAG_INT, FIELD(val_batches), 1, MANY, 0},
+    {"--sample-every", NULL, FLAG_INT, FIELD(sample_every), 0, MANY, 0},
+    {"--sample-tokens", NULL, FLAG_INT, FIELD(sample_tokens), 0, MANY, 0},
+    {"--checkpoint-every", NULL, FLAG_INT, FIELD(checkpoint_every), 0, MANY, 0},
+    {"--checkpoint-dir", NULL, FLAG_TEXT, FIELD(checkpoint_dir), 0, 0, 0},
+    {"--resume", NULL, FLAG_TEXT, FIELD(resume_from), 0, 0, 0},
+    {"--log-every", NULL, FLAG_INT, FIELD(log_every), 1, MANY, 0},
+};
+
+static const FlagSpec *find_flag(const char *arg) {
+    for (size_t i = 0; i < sizeof FLAGS / sizeof FLAGS[0]; i++)
+        if (!strcmp(arg, FLAGS[i].name) || (FLAGS[i].alias && !strcmp(arg, FLAGS[i].alias)))
+            return &FLAGS[i];
+    return NULL;
+}
+
+int train_options_takes_value(const char *arg) {
+    const FlagSpec *f = find_flag(arg);
+    return f != NULL && f->kind != FLAG_SWITCH;
+}
+
+// Sets the flag's field from value (NULL for a switch).
+static int apply_flag(TrainOptions *o, const FlagSpec *f, const char *value, char *err) {
+    char *field = (char *)o + f->offset;
+    switch (f->kind) {
+    case FLAG_INT: return parse_int(f->name, value, (long)f->min, (long)f->max, (int *)field, err);
+    case FLAG_FLOAT: return parse_float(f->name, value, f->min, f->max, (float *)field, err);
+    case FLAG_TEXT: return copy_string(f->name, value, field, f->size, err);
+    case FLAG_SWITCH: *(int *)field = (int)f->min; return 0;
+    case FLAG_DATA: return set_data_dir(o, value, err);
+    case FLAG_MODEL: return apply_preset(o, value, err);
+    case FLAG_SEED: return parse_seed(f->name, value, &o->seed, err);
     }
-    // Derived values and cross-checks.
+    return fail(err, "%s: unhandled kind of flag", f->name);  // not reached
+}
+
+// What no single flag can check: flags against each other, derived values.
+static int check_together(TrainOptions *o, char *err) {
+    if (o->init_from[0] && o->resume_from[0])
+        return fail(err, "--init-from and --resume: give one or the other (--resume continues "
+                         "a run; --init-from starts a new one from a model's weights)");
     if (o->model.padded_vocab_size < o->model.vocab_size)
         o->model.padded_vocab_size = o->model.vocab_size;
-    if (!seq_len_given) o->T = o->model.max_seq_len;
-    if (o->T > o->model.max_seq_len)
-        return fail(err, "--seq-len: %d exceeds the model's --max-seq-len %d", o->T,
-                    o->model.max_seq_len);
-    if (gpt2_config_validate(&o->model, err)) return -1;
+    if (!(o->given & GIVEN_SEQ_LEN)) o->T = o->model.max_seq_len;
+    // With --init-from or --resume the model's shape is the checkpoint's:
+    // prepare_run checks the shape flags and T against it.
+    if (!o->init_from[0] && !o->resume_from[0]) {
+        if (o->T > o->model.max_seq_len)
+            return fail(err, "--seq-len: %d exceeds the model's --max-seq-len %d", o->T,
+                        o->model.max_seq_len);
+        char why[ERR_LEN];
+        if (gpt2_config_validate(&o->model, why))
+            return fail(err, "the model's shape (--layers, --heads, --channels, ...): %s", why);
+    }
     o->lr.total_steps = o->steps;
     if (o->lr.warmup_steps > o->steps) o->lr.warmup_steps = o->steps;
     return 0;
+}
+
+int train_options_parse(TrainOptions *o, int argc, char **argv, char *err) {
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i];
+        if (!strcmp(arg, "-h") || !strcmp(arg, "--help")) {
+            train_options_usage(argv[0]);
+            return 1;
+        }
+        const FlagSpec *f = find_flag(arg);
+        if (!f && arg[0] == '-') return fail(err, "unknown flag '%s' (see --help)", arg);
+        if (!f)
+            return fail(err, "unexpected argument '%s': every value follows its flag "
+                             "(see --help)", arg);
+        const char *value = NULL;
+        if (f->kind != FLAG_SWITCH) {
+            if (i + 1 >= argc) return fail(err, "%s: missing value (see --help)", arg);
+            value = argv[++i];
+            if (find_flag(value))
+                return fail(err, "%s: missing value (the next word is the flag %s)", arg,
+                            value);
+        }
+        if (apply_flag(o, f, value, err)) return -1;
+        o->given |= f->given;
+    }
+    return check_together(o, err);
 }

@@ -1,11 +1,15 @@
 // train_state.c: see train_state.h.
+#define _POSIX_C_SOURCE 200809L  // opendir, readdir
 #include "train_state.h"
 
+#include <dirent.h>
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "binfile.h"
-#include "util.h"
 
 static void put_u64(int32_t *h, int at, uint64_t x) {
     h[at] = (int32_t)(uint32_t)(x & 0xffffffffu);
@@ -16,8 +20,24 @@ static uint64_t get_u64(const int32_t *h, int at) {
     return (uint64_t)(uint32_t)h[at] | ((uint64_t)(uint32_t)h[at + 1] << 32);
 }
 
-int train_state_write(const char *path, const TrainProgress *p, const float *m, const float *v,
-                      size_t num_params, char *err) {
+// The first non-finite moment, named; `after` ends the message.
+static int check_finite(const char *path, const char *what, const float *x, size_t n,
+                        const char *after, char *err) {
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(x[i]))
+            return fail(err, "%s: AdamW's %s has a non-finite value (%f) at element %zu%s", path,
+                        what, x[i], i, after);
+    return 0;
+}
+
+int train_state_write_unrenamed(AtomicFile *af, const char *path, const TrainProgress *p,
+                                const float *m, const float *v, size_t num_params, char *err) {
+    af->fp = NULL;
+    af->slot = -1;
+    const char *after = ": not written (has the run diverged?)";
+    if (check_finite(path, "first moment", m, num_params, after, err) ||
+        check_finite(path, "second moment", v, num_params, after, err))
+        return -1;
     int32_t header[BINFILE_HEADER_INTS] = {0};
     header[0] = TRAIN_STATE_MAGIC;
     header[1] = TRAIN_STATE_VERSION;
@@ -28,42 +48,79 @@ int train_state_write(const char *path, const TrainProgress *p, const float *m, 
     put_u64(header, 9, p->sampler_rng);
     header[11] = p->B;
     header[12] = p->T;
+    put_u64(header, 13, p->model_checksum);
+    if (binfile_create(af, path, header, err)) return -1;
+    if (atomic_write(af, m, num_params * sizeof(float), err)) return -1;
+    if (atomic_write(af, v, num_params * sizeof(float), err)) return -1;
+    return atomic_finish(af, err);
+}
+
+int train_state_write(const char *path, const TrainProgress *p, const float *m, const float *v,
+                      size_t num_params, char *err) {
     AtomicFile af;
-    if (binfile_create(&af, path, header, err)) return -1;
-    if (atomic_write(&af, m, num_params * sizeof(float), err)) return -1;
-    if (atomic_write(&af, v, num_params * sizeof(float), err)) return -1;
+    if (train_state_write_unrenamed(&af, path, p, m, v, num_params, err)) return -1;
     return atomic_commit(&af, err);
+}
+
+// Opens path and checks its header and its length; on success f is at the
+// first moment, and *p and *num_params hold what the header says.
+static int open_state(const char *path, BinFile *f, TrainProgress *p, size_t *num_params,
+                      char *err) {
+    int32_t h[BINFILE_HEADER_INTS];
+    if (binfile_open(f, path, h, TRAIN_STATE_MAGIC, "training state", err)) return -1;
+    uint64_t n = get_u64(h, 3);
+    int rc = 0;
+    if (h[1] == 1)
+        rc = fail(err, "%s: a version 1 training state, written before states named their "
+                       "model: it cannot be checked against the model beside it, so it is not "
+                       "resumed (--init-from MODEL starts from the weights alone, with fresh "
+                       "optimizer moments)", path);
+    else if (h[1] != TRAIN_STATE_VERSION)
+        rc = fail(err, "%s: unsupported version %d, expected %d", path, h[1],
+                  TRAIN_STATE_VERSION);
+    else if (h[2] < 0 || h[11] <= 0 || h[12] <= 0)
+        rc = fail(err, "%s: corrupt header (step %d, B %d, T %d)", path, h[2], h[11], h[12]);
+    else if (n > (SIZE_MAX - BINFILE_HEADER_BYTES) / (2 * sizeof(float)))
+        rc = fail(err, "%s: corrupt header: %llu parameters", path, (unsigned long long)n);
+    else
+        rc = binfile_expect_length(f, BINFILE_HEADER_BYTES + 2 * n * sizeof(float), err,
+                                   "(header + 2 x %llu fp32 moments)", (unsigned long long)n);
+    if (rc) {
+        binfile_close(f);
+        return -1;
+    }
+    *num_params = (size_t)n;
+    *p = (TrainProgress){.step = h[2], .data = {get_u64(h, 5), get_u64(h, 7)},
+                         .sampler_rng = get_u64(h, 9), .B = h[11], .T = h[12],
+                         .model_checksum = get_u64(h, 13)};
+    return 0;
+}
+
+int train_state_read_progress(const char *path, TrainProgress *p, size_t *num_params,
+                              char *err) {
+    BinFile f;
+    if (open_state(path, &f, p, num_params, err)) return -1;
+    binfile_close(&f);
+    return 0;
 }
 
 int train_state_read(const char *path, TrainProgress *p, float *m, float *v, size_t num_params,
                      char *err) {
     BinFile f;
-    int32_t header[BINFILE_HEADER_INTS];
-    if (binfile_open(&f, path, header, TRAIN_STATE_MAGIC, "training state", err)) return -1;
-    int rc;
-    if (header[1] != TRAIN_STATE_VERSION) {
-        rc = fail(err, "%s: unsupported version %d, expected %d", path, header[1],
-                  TRAIN_STATE_VERSION);
-    } else if (get_u64(header, 3) != num_params) {
-        rc = fail(err, "%s: written for %llu parameters, but the model has %zu", path,
-                  (unsigned long long)get_u64(header, 3), num_params);
-    } else if (header[2] < 0 || header[11] <= 0 || header[12] <= 0) {
-        rc = fail(err, "%s: corrupt header (step %d, B %d, T %d)", path, header[2], header[11],
-                  header[12]);
-    } else {
-        rc = binfile_expect_length(&f, BINFILE_HEADER_BYTES + 2 * num_params * sizeof(float), err,
-                                   "(header + 2 x %zu fp32 moments)", num_params);
-    }
-    if (!rc) rc = binfile_read(&f, m, sizeof(float), num_params, "first moments", err);
-    if (!rc) rc = binfile_read(&f, v, sizeof(float), num_params, "second moments", err);
+    TrainProgress got;
+    size_t n;
+    if (open_state(path, &f, &got, &n, err)) return -1;
+    int rc = 0;
+    if (n != num_params)
+        rc = fail(err, "%s: written for %zu parameters, but the model has %zu", path, n,
+                  num_params);
+    if (!rc) rc = binfile_read(&f, m, sizeof(float), n, "first moments", err);
+    if (!rc) rc = binfile_read(&f, v, sizeof(float), n, "second moments", err);
     binfile_close(&f);
+    if (!rc) rc = check_finite(path, "first moment", m, n, "", err);
+    if (!rc) rc = check_finite(path, "second moment", v, n, "", err);
     if (rc) return -1;
-    p->step = header[2];
-    p->data.epoch = get_u64(header, 5);
-    p->data.window = get_u64(header, 7);
-    p->sampler_rng = get_u64(header, 9);
-    p->B = header[11];
-    p->T = header[12];
+    *p = got;
     return 0;
 }
 
@@ -83,4 +140,36 @@ int state_path_for_model(const char *model_path, char *state_path, size_t cap, c
     memcpy(state_path, model_path, dir_len);
     snprintf(state_path + dir_len, cap - dir_len, "state_%s", base + 6);
     return 0;
+}
+
+// The step in a file name "<prefix>NNNNNN.bin", or -1.
+static int step_in_name(const char *name, const char *prefix) {
+    size_t p = strlen(prefix);
+    if (strncmp(name, prefix, p) != 0) return -1;
+    const char *digits = name + p;
+    size_t n = strspn(digits, "0123456789");
+    if (n == 0 || n > 9 || strcmp(digits + n, ".bin") != 0) return -1;
+    return atoi(digits);
+}
+
+int step_of_model_path(const char *model_path) {
+    const char *slash = strrchr(model_path, '/');
+    return step_in_name(slash ? slash + 1 : model_path, "model_");
+}
+
+int latest_checkpoint(const char *dir, char *model_path, size_t cap) {
+    DIR *d = opendir(dir);
+    if (!d) return -1;
+    int best = -1;
+    char model[1024], state[1024];
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        int step = step_in_name(e->d_name, "state_");
+        if (step <= best) continue;
+        checkpoint_paths(dir, step, model, state, sizeof model);
+        if (access(model, F_OK) == 0) best = step;  // a state is written after its model
+    }
+    closedir(d);
+    if (best >= 0) checkpoint_paths(dir, best, model_path, state, cap);
+    return best;
 }

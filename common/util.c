@@ -4,10 +4,14 @@
 
 #include <errno.h>
 #include <math.h>
+#include <signal.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 int fail(char *err, const char *fmt, ...) {
     if (err) {
@@ -41,12 +45,29 @@ void *xcalloc(size_t count, size_t size) {
     return p;
 }
 
-char *read_file(const char *path, size_t *len, char *err) {
+FILE *open_for_reading(const char *path, long *regular_size, char *err) {
     FILE *fp = fopen(path, "rb");
     if (!fp) {
         fail(err, "%s: cannot open: %s", path, strerror(errno));
         return NULL;
     }
+    struct stat st;
+    const char *why = NULL;
+    if (fstat(fileno(fp), &st) != 0) why = strerror(errno);
+    else if (S_ISDIR(st.st_mode)) why = "is a directory, expected a file";
+    if (why) {
+        fclose(fp);
+        fail(err, "%s: %s", path, why);
+        return NULL;
+    }
+    *regular_size = S_ISREG(st.st_mode) ? (long)st.st_size : -1;
+    return fp;
+}
+
+char *read_file(const char *path, size_t *len, char *err) {
+    long size;
+    FILE *fp = open_for_reading(path, &size, err);
+    if (!fp) return NULL;
     size_t cap = 1 << 16, n = 0;
     char *buf = xmalloc(cap + 1);
     size_t got;
@@ -59,11 +80,11 @@ char *read_file(const char *path, size_t *len, char *err) {
             buf = bigger;
         }
     }
-    int bad = ferror(fp);
+    int bad = ferror(fp) ? errno : 0;
     fclose(fp);
     if (bad) {
         free(buf);
-        fail(err, "%s: read error", path);
+        fail(err, "%s: read error: %s", path, strerror(bad));
         return NULL;
     }
     buf[n] = '\0';
@@ -71,14 +92,55 @@ char *read_file(const char *path, size_t *len, char *err) {
     return buf;
 }
 
+// ---- the temporaries being written ------------------------------------------
+// A short list, so that atomic_remove_temporaries can find them from an
+// atexit handler or a signal handler. A slot's path is written before the
+// slot is marked in use, and the signal fence keeps the compiler from
+// swapping the two: a handler never sees a half-copied path.
+#define MAX_TEMPORARIES 8
+static char temp_paths[MAX_TEMPORARIES][1040];
+static volatile sig_atomic_t temp_in_use[MAX_TEMPORARIES];
+
+void atomic_remove_temporaries(void) {
+    for (int i = 0; i < MAX_TEMPORARIES; i++)
+        if (temp_in_use[i]) {
+            unlink(temp_paths[i]);
+            temp_in_use[i] = 0;
+        }
+}
+
+static int list_temporary(const char *tmp_path) {
+    static int removed_at_exit = 0;  // die() in the middle of a write, for one
+    if (!removed_at_exit) removed_at_exit = atexit(atomic_remove_temporaries) == 0;
+    for (int i = 0; i < MAX_TEMPORARIES; i++)
+        if (!temp_in_use[i]) {
+            snprintf(temp_paths[i], sizeof temp_paths[i], "%s", tmp_path);
+            atomic_signal_fence(memory_order_seq_cst);
+            temp_in_use[i] = 1;
+            return i;
+        }
+    return -1;  // more than MAX_TEMPORARIES at once: written, just not listed
+}
+
+static void unlist_temporary(AtomicFile *af) {
+    if (af->slot >= 0) temp_in_use[af->slot] = 0;
+    af->slot = -1;
+}
+
 int atomic_open(AtomicFile *af, const char *path, char *err) {
+    af->fp = NULL;
+    af->slot = -1;
     if (strlen(path) >= sizeof(af->final_path))
         return fail(err, "%s: path too long", path);
     snprintf(af->final_path, sizeof(af->final_path), "%s", path);
     snprintf(af->tmp_path, sizeof(af->tmp_path), "%s.tmp", path);
+    af->slot = list_temporary(af->tmp_path);
     af->fp = fopen(af->tmp_path, "wb");
-    if (!af->fp)
-        return fail(err, "%s: cannot create: %s", af->tmp_path, strerror(errno));
+    if (!af->fp) {
+        int e = errno;
+        unlist_temporary(af);
+        return fail(err, "%s: cannot create: %s", af->tmp_path, strerror(e));
+    }
     return 0;
 }
 
@@ -91,19 +153,29 @@ int atomic_write(AtomicFile *af, const void *data, size_t bytes, char *err) {
     return 0;
 }
 
-int atomic_commit(AtomicFile *af, char *err) {
-    int bad = fflush(af->fp) != 0 || ferror(af->fp);
+int atomic_finish(AtomicFile *af, char *err) {
+    if (!af->fp) return 0;  // finished already
+    // fsync: the rename must never publish a file whose bytes are not yet on
+    // the disk (after a power cut, the new name with old or missing bytes).
+    int bad = fflush(af->fp) != 0 || ferror(af->fp) || fsync(fileno(af->fp)) != 0;
+    int e = errno;
     bad |= fclose(af->fp) != 0;
     af->fp = NULL;
     if (bad) {
-        remove(af->tmp_path);
-        return fail(err, "%s: write failed", af->final_path);
+        atomic_abort(af);
+        return fail(err, "%s: write failed: %s", af->final_path, strerror(e));
     }
+    return 0;
+}
+
+int atomic_commit(AtomicFile *af, char *err) {
+    if (atomic_finish(af, err) != 0) return -1;
     if (rename(af->tmp_path, af->final_path) != 0) {
         int e = errno;
-        remove(af->tmp_path);
+        atomic_abort(af);
         return fail(err, "%s: cannot rename into place: %s", af->final_path, strerror(e));
     }
+    unlist_temporary(af);
     return 0;
 }
 
@@ -111,6 +183,7 @@ void atomic_abort(AtomicFile *af) {
     if (af->fp) fclose(af->fp);
     af->fp = NULL;
     remove(af->tmp_path);
+    unlist_temporary(af);
 }
 
 void rng_seed(Rng *rng, uint64_t seed) {

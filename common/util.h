@@ -30,21 +30,38 @@ void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 void *xmalloc(size_t bytes);
 void *xcalloc(size_t count, size_t size);
 
+// Opens an existing file for reading. A directory is refused by name ("is a
+// directory"): Linux lets fopen open one, and the first read or seek then
+// fails with a baffling message. *regular_size gets the length of a regular
+// file and -1 for anything else (a pipe, a device). NULL and err on failure.
+FILE *open_for_reading(const char *path, long *regular_size, char *err);
+
 // Reads a whole file into a fresh buffer (NUL-terminated for convenience; the
 // terminator is not counted in *len). Returns NULL and sets err on failure.
 char *read_file(const char *path, size_t *len, char *err);
 
 // Atomic write: open `path`.tmp, write, then rename over `path`, so a crash
 // never leaves a half-written file under the real name.
+//
+// A temporary is never left behind either: every failure removes it, and the
+// temporaries being written are listed where an exit (atexit) and a second
+// Ctrl-C (stop_signal.h) find and remove them.
 typedef struct {
-    FILE *fp;
+    FILE *fp;          // NULL once finished or aborted
+    int slot;          // this temporary's entry in the list; -1 when none
     char final_path[1024];
     char tmp_path[1040];
 } AtomicFile;
 int atomic_open(AtomicFile *af, const char *path, char *err);
 int atomic_write(AtomicFile *af, const void *data, size_t bytes, char *err);
-int atomic_commit(AtomicFile *af, char *err);  // fclose + rename
+// Flushes the temporary to the disk (fflush, fsync) and closes it, without
+// renaming: a pair of files can be finished both before either is renamed.
+int atomic_finish(AtomicFile *af, char *err);
+int atomic_commit(AtomicFile *af, char *err);  // atomic_finish if not yet, then rename
 void atomic_abort(AtomicFile *af);             // fclose + remove the temporary
+// Removes every temporary still being written. Async-signal-safe (it only
+// calls unlink), for a signal handler that is about to _exit.
+void atomic_remove_temporaries(void);
 
 // Deterministic RNG (xorshift64*), seeded per use. Not for cryptography.
 typedef struct { uint64_t state; } Rng;

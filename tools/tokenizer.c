@@ -75,62 +75,18 @@ static int cmd_encode(const Tokenizer *tok, const char *path, char *err) {
     return flush_stdout(err);
 }
 
-static int is_space(char c) {
-    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
-}
-
 static int cmd_decode(const Tokenizer *tok, const char *path, char *err) {
-    size_t len;
+    size_t len, n;
     char *text = read_file(path, &len, err);
     if (!text) return -1;
-    // Check every id before writing anything: no half-decoded output on error.
-    size_t cap = len + 64, n = 0;
-    uint8_t *out = xmalloc(cap);
-    int rc = 0;
-    size_t pos = 0, index = 0;
-    while (pos < len) {
-        if (is_space(text[pos])) {
-            pos++;
-            continue;
-        }
-        size_t start = pos;
-        while (pos < len && !is_space(text[pos])) pos++;
-        size_t digits = pos - start;
-        long long id = 0;
-        int ok = digits <= 9;  // more digits than any id could have
-        for (size_t i = start; ok && i < pos; i++) {
-            if (text[i] < '0' || text[i] > '9') ok = 0;
-            else id = id * 10 + (text[i] - '0');
-        }
-        if (!ok) {
-            rc = fail(err, "%s: byte offset %zu (id index %zu): \"%.*s\" is not a token id",
-                      path, start, index, digits > 40 ? 40 : (int)digits, text + start);
-            break;
-        }
-        size_t bytes_len;
-        const uint8_t *bytes = tokenizer_token_bytes(tok, (int)id, &bytes_len);
-        if (!bytes) {
-            rc = fail(err, "%s: byte offset %zu (id index %zu): id %lld is out of range 0..%d",
-                      path, start, index, id, tokenizer_vocab_size(tok) - 1);
-            break;
-        }
-        if (cap - n < bytes_len) {
-            cap = 2 * cap + bytes_len;
-            uint8_t *bigger = realloc(out, cap);
-            if (!bigger) die("out of memory decoding %s", path);
-            out = bigger;
-        }
-        memcpy(out + n, bytes, bytes_len);
-        n += bytes_len;
-        index++;
-    }
+    // Every id is checked before anything is written: no half-decoded output.
+    uint8_t *out;
+    int rc = tokenizer_decode_ids_text(tok, path, text, len, &out, &n, err);
     free(text);
-    if (rc == 0) {
-        fwrite(out, 1, n, stdout);
-        rc = flush_stdout(err);
-    }
+    if (rc != 0) return -1;
+    fwrite(out, 1, n, stdout);
     free(out);
-    return rc;
+    return flush_stdout(err);
 }
 
 static int compare_doubles(const void *a, const void *b) {

@@ -31,9 +31,9 @@ static float *random_params(const GPT2Config *cfg, uint64_t seed) {
     for (size_t i = 0; i < n; i++) p[i] = rng_normal(&rng);
     size_t sizes[NUM_PARAM_TENSORS], C = cfg->channels, V = cfg->vocab_size;
     gpt2_param_sizes(cfg, sizes);
-    size_t lm_head = n - sizes[LM_HEAD_INDEX];
+    size_t lm_head = n - sizes[PARAM_LM_HEAD];
     for (size_t i = V * C; i < sizes[0]; i++) p[i] = 0;
-    for (size_t i = V * C; i < sizes[LM_HEAD_INDEX]; i++) p[lm_head + i] = 0;
+    for (size_t i = V * C; i < sizes[PARAM_LM_HEAD]; i++) p[lm_head + i] = 0;
     return p;
 }
 
@@ -197,6 +197,13 @@ Test(checkpoint, missing_file) {
     assert_fails_with(read_checkpoint(path, err), err, path, "cannot open", NULL);
 }
 
+Test(checkpoint, a_directory_is_named_as_one) {
+    const char *path = tmp_path("model_dir.bin");
+    cr_assert_eq(mkdir(path, 0755), 0);
+    char err[ERR_LEN];
+    assert_fails_with(read_checkpoint(path, err), err, path, "is a directory", NULL);
+}
+
 Test(checkpoint, extra_trailing_bytes) {
     GPT2Config cfg = tiny_config(1, 0);
     const char *path = write_good_checkpoint(&cfg);
@@ -213,6 +220,6 @@ Test(checkpoint, non_finite_parameter_names_its_tensor) {
     patch_float(path, param_index(&cfg, 4, 17), NAN);
     assert_fails_with(read_checkpoint(path, err), err, path, "tensor qkvw", "element 17");
     patch_float(path, param_index(&cfg, 4, 17), 0.5f);
-    patch_float(path, param_index(&cfg, LM_HEAD_INDEX, 3), -INFINITY);
+    patch_float(path, param_index(&cfg, PARAM_LM_HEAD, 3), -INFINITY);
     assert_fails_with(read_checkpoint(path, err), err, path, "tensor lm_head", "element 3");
 }

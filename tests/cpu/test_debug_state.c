@@ -1,7 +1,7 @@
 // test_debug_state.c: llm.c's debug state round-trips (tied and untied, padded
-// and not), its gradients convert between the unpadded file layout and the
-// model's padded one, and every kind of bad file is refused with a message
-// naming the file and the problem.
+// and not), its gradients have the checkpoint's padded layout, a state written
+// the way llm.c writes one is read, and every kind of bad file is refused with
+// a message naming the file and the problem.
 #define _POSIX_C_SOURCE 200809L  // for file_helpers.h
 #include <criterion/criterion.h>
 #include <math.h>
@@ -12,6 +12,7 @@
 
 #include "debug_state.h"
 #include "file_helpers.h"
+#include "llm_c_writer.h"
 #include "util.h"
 
 TestSuite(debug_state, .init = make_tmpdir, .fini = remove_tmpdir);
@@ -112,63 +113,142 @@ Test(debug_state, header_is_llm_c_s) {
     assert_header(path, DEBUG_STATE_HEADER_INTS, want, 4);
 }
 
-// ---- the two gradient layouts ---------------------------------------------------
-Test(debug_state, gradients_have_unpadded_vocabulary_rows) {
-    size_t C = 8, pad_rows = 64 - 60;
-    GPT2Config cfg = tiny_config(0, 1);
-    cr_assert_eq(debug_grads_size(&cfg), gpt2_num_params(&cfg) - 2 * pad_rows * C);
-    cfg = tiny_config(1, 1);
-    cr_assert_eq(debug_grads_size(&cfg), gpt2_num_params(&cfg) - pad_rows * C);
-    cfg = tiny_config(0, 0);
-    cr_assert_eq(debug_grads_size(&cfg), gpt2_num_params(&cfg));
-    size_t sizes[NUM_PARAM_TENSORS];
-    cfg = tiny_config(0, 1);
-    debug_grad_sizes(&cfg, sizes);
-    cr_assert_eq(sizes[0], 60 * C);
-    cr_assert_eq(sizes[LM_HEAD_INDEX], 60 * C);
-    cr_assert_eq(sizes[1], 8 * C);
-}
-
-Test(debug_state, layouts_convert_both_ways) {
+// ---- the gradients' layout: the checkpoint's ---------------------------------------
+Test(debug_state, gradients_have_the_checkpoint_s_padded_layout) {
+    size_t C = 8;
     for (int tied = 0; tied <= 1; tied++) {
         GPT2Config cfg = tiny_config(tied, 1);
-        DebugState ds = make_state(&cfg, 9);
+        cr_assert_eq(debug_grads_size(&cfg), gpt2_num_params(&cfg));
+        size_t sizes[NUM_PARAM_TENSORS], params[NUM_PARAM_TENSORS], real[NUM_PARAM_TENSORS];
+        debug_grad_sizes(&cfg, sizes);
+        gpt2_param_sizes(&cfg, params);
+        debug_grad_real_sizes(&cfg, real);
+        cr_assert_eq(memcmp(sizes, params, sizeof sizes), 0);
+        cr_assert_eq(sizes[0], 64 * C, "wte has Vp rows");
+        cr_assert_eq(real[0], 60 * C, "of which V are real");
+        cr_assert_eq(real[PARAM_LM_HEAD], tied ? 0 : 60 * C);
+        for (int t = 1; t < PARAM_LM_HEAD; t++) cr_assert_eq(real[t], sizes[t], "tensor %d", t);
+    }
+}
+
+Test(debug_state, copies_zero_the_padding_rows) {
+    for (int tied = 0; tied <= 1; tied++) {
+        GPT2Config cfg = tiny_config(tied, 1);
+        DebugState ds = make_state(&cfg, 9);  // random padding rows too
         size_t np = gpt2_num_params(&cfg), C = cfg.channels, V = cfg.vocab_size;
-        float *padded = xmalloc(np * sizeof(float));
-        debug_grads_to_param_layout(&cfg, ds.grads, padded);
-
-        size_t psizes[NUM_PARAM_TENSORS], dsizes[NUM_PARAM_TENSORS];
-        gpt2_param_sizes(&cfg, psizes);
-        debug_grad_sizes(&cfg, dsizes);
-        // wte: the first V rows, then zeros; wpe right after the padding rows.
-        cr_assert_eq(memcmp(padded, ds.grads, V * C * sizeof(float)), 0);
-        for (size_t i = V * C; i < psizes[0]; i++) cr_assert_eq(padded[i], 0.0f, "wte pad %zu", i);
-        cr_assert_eq(padded[psizes[0]], ds.grads[dsizes[0]], "wpe's first element");
-        if (!tied) {
-            size_t p_head = np - psizes[LM_HEAD_INDEX];
-            size_t d_head = ds.num_grads - dsizes[LM_HEAD_INDEX];
-            cr_assert_eq(memcmp(padded + p_head, ds.grads + d_head, V * C * sizeof(float)), 0);
-            for (size_t i = p_head + V * C; i < np; i++) cr_assert_eq(padded[i], 0.0f);
+        size_t sizes[NUM_PARAM_TENSORS];
+        gpt2_param_sizes(&cfg, sizes);
+        float *model = xmalloc(np * sizeof(float)), *file = xmalloc(np * sizeof(float));
+        debug_grads_to_param_layout(&cfg, ds.grads, model);
+        debug_grads_from_param_layout(&cfg, model, file);
+        // Real rows as they were, padding rows zero, every tensor where it was.
+        size_t head = np - sizes[PARAM_LM_HEAD];
+        for (size_t i = 0; i < np; i++) {
+            int padding = (i >= V * C && i < sizes[0]) || (!tied && i >= head + V * C);
+            cr_assert_eq(model[i], padding ? 0.0f : ds.grads[i], "element %zu", i);
+            cr_assert_eq(file[i], model[i], "element %zu", i);
         }
-
-        float *back = xmalloc(ds.num_grads * sizeof(float));
-        debug_grads_from_param_layout(&cfg, padded, back);
-        cr_assert_eq(memcmp(back, ds.grads, ds.num_grads * sizeof(float)), 0);
-
         // One tensor at a time gives the same as the whole buffer.
         size_t offset = 0;
         for (int t = 0; t < NUM_PARAM_TENSORS; t++) {
-            float *one = xmalloc((psizes[t] + 1) * sizeof(float));
+            float *one = xmalloc((sizes[t] + 1) * sizeof(float));
             debug_grad_copy_out(&cfg, ds.grads, t, one);
-            cr_assert_eq(memcmp(one, padded + offset, psizes[t] * sizeof(float)), 0,
-                         "tensor %d", t);
-            offset += psizes[t];
+            cr_assert_eq(memcmp(one, model + offset, sizes[t] * sizeof(float)), 0, "tensor %d", t);
+            offset += sizes[t];
             free(one);
         }
-        free(back);
-        free(padded);
+        free(model);
+        free(file);
         debug_state_free(&ds);
     }
+}
+
+// ---- llm.c's files --------------------------------------------------------------------
+// GPT-2's vocabulary padded as llm.c pads it, on a model small enough for a test.
+static GPT2Config llm_c_config(void) {
+    GPT2Config c = {.max_seq_len = 8, .vocab_size = 50257, .padded_vocab_size = 50304,
+                    .num_layers = 1, .num_heads = 2, .channels = 4, .tied = 1};
+    return c;
+}
+
+// A state with made-up contents, as llm.c's write_state lays it out; the
+// gradients as PyTorch holds them (wte with V rows) go to grads_v_rows.
+static void write_llm_c_made_up_state(const char *path, const GPT2Config *cfg,
+                                      float **grads_v_rows, size_t *n) {
+    size_t N = B * T, V = cfg->vocab_size, pad = (size_t)(cfg->padded_vocab_size - V) *
+                                                   cfg->channels;
+    *n = gpt2_num_params(cfg) - (cfg->tied ? 1 : 2) * pad;
+    int32_t x[B * T], y[B * T];
+    for (size_t i = 0; i < N; i++) x[i] = (int32_t)(i * 7919 % V), y[i] = (int32_t)(V - 1 - i);
+    float *logits = xmalloc(N * V * sizeof(float));
+    for (size_t i = 0; i < N * V; i++) logits[i] = (float)(i % 97) / 97.0f;
+    *grads_v_rows = xmalloc(*n * sizeof(float));
+    for (size_t i = 0; i < *n; i++) (*grads_v_rows)[i] = (float)(i % 89) - 44.0f;
+    write_llm_c_state(path, cfg, B, T, x, y, logits, 2.5f, *grads_v_rows);
+    free(logits);
+}
+
+Test(debug_state, reads_a_state_written_as_llm_c_writes_it) {
+    GPT2Config cfg = llm_c_config();
+    const char *path = tmp_path("llm_c_state.bin");
+    float *want;
+    size_t n;
+    write_llm_c_made_up_state(path, &cfg, &want, &n);
+    // llm.c's length: header, x, y, logits (B,T,V), loss, gradients with Vp rows.
+    long expected = 1024 + 4 * (2 * B * T + (long)B * T * 50257 + 1 + (long)gpt2_num_params(&cfg));
+    cr_assert_eq(file_size(path), expected);
+
+    DebugState ds;
+    char err[ERR_LEN];
+    cr_assert_eq(debug_state_read(path, &cfg, &ds, err), 0, "%s", err);
+    cr_assert_eq(ds.loss, 2.5f);
+    cr_assert_eq(ds.num_grads, gpt2_num_params(&cfg));
+    // wte's real rows, its zero padding rows, then every other tensor.
+    size_t wte_real = 50257 * 4, wte = 50304 * 4;
+    cr_assert_eq(memcmp(ds.grads, want, wte_real * sizeof(float)), 0);
+    for (size_t i = wte_real; i < wte; i++) cr_assert_eq(ds.grads[i], 0.0f);
+    cr_assert_eq(memcmp(ds.grads + wte, want + wte_real, (n - wte_real) * sizeof(float)), 0);
+    debug_state_free(&ds);
+    free(want);
+}
+
+Test(debug_state, writes_what_llm_c_writes) {
+    GPT2Config cfg = llm_c_config();
+    const char *theirs = tmp_path("llm_c_state.bin"), *ours = tmp_path("ours.bin");
+    float *want;
+    size_t n;
+    write_llm_c_made_up_state(theirs, &cfg, &want, &n);
+    DebugState ds;
+    char err[ERR_LEN];
+    cr_assert_eq(debug_state_read(theirs, &cfg, &ds, err), 0, "%s", err);
+    cr_assert_eq(debug_state_write(ours, &cfg, &ds, err), 0, "%s", err);
+    assert_same_bytes(theirs, ours);
+    debug_state_free(&ds);
+    free(want);
+}
+
+Test(debug_state, the_old_unpadded_layout_is_refused_saying_so) {
+    GPT2Config cfg = llm_c_config();
+    const char *path = tmp_path("old.bin");
+    float *want;
+    size_t n;
+    write_llm_c_made_up_state(path, &cfg, &want, &n);
+    // Cut wte's 47 padding rows out of the file: the layout of this project's
+    // earlier tools/pytorch_reference.py.
+    size_t len;
+    char err[ERR_LEN];
+    char *bytes = read_file(path, &len, err);
+    cr_assert_not_null(bytes, "%s", err);
+    size_t grads = 1024 + 4 * (2 * B * T + (size_t)B * T * 50257 + 1), wte_real = 50257 * 4 * 4;
+    size_t pad = 47 * 4 * 4;
+    memmove(bytes + grads + wte_real, bytes + grads + wte_real + pad,
+            len - grads - wte_real - pad);
+    write_bytes(path, bytes, len - pad);
+    free(bytes);
+    free(want);
+    DebugState ds;
+    assert_fails_with(debug_state_read(path, &cfg, &ds, err), err, path, "V = 50257 rows",
+                      "Vp = 50304");
 }
 
 // ---- the reader refuses bad files -----------------------------------------------
@@ -242,6 +322,14 @@ Test(debug_state, missing_file) {
     const char *path = tmp_path("no_such_state.bin");
     char err[ERR_LEN];
     assert_fails_with(read_state(path, &cfg, err), err, path, "cannot open", NULL);
+}
+
+Test(debug_state, a_directory_is_named_as_one) {
+    GPT2Config cfg = tiny_config(0, 1);
+    const char *path = tmp_path("state_dir.bin");
+    cr_assert_eq(mkdir(path, 0755), 0);
+    char err[ERR_LEN];
+    assert_fails_with(read_state(path, &cfg, err), err, path, "is a directory", NULL);
 }
 
 Test(debug_state, extra_trailing_bytes) {

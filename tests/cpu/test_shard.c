@@ -158,6 +158,15 @@ Test(shard, missing_file) {
     assert_fails_with(read_shard(path, VOCAB, err), err, path, "cannot open", NULL);
 }
 
+Test(shard, a_directory_is_named_as_one) {
+    const char *path = tmp_path("train_000.bin");
+    cr_assert_eq(mkdir(path, 0755), 0);
+    char err[ERR_LEN];
+    assert_fails_with(read_shard(path, VOCAB, err), err, path, "is a directory", NULL);
+    size_t n;
+    assert_fails_with(shard_read_header(path, &n, err), err, path, "is a directory", NULL);
+}
+
 Test(shard, extra_trailing_bytes) {
     const char *path = write_good_shard();
     append_bytes(path, 3);

@@ -220,6 +220,33 @@ Test(tokenizer, decode_of_encode_is_identity) {
     free(text);
 }
 
+Test(tokenizer, decode_of_id_text_checks_every_id_first) {
+    const char *text = " 15496\t995\n50256 ";
+    uint8_t *bytes;
+    size_t n;
+    char err[ERR_LEN];
+    cr_assert_eq(tokenizer_decode_ids_text(tok, "ids.txt", text, strlen(text), &bytes, &n, err), 0,
+                 "%s", err);
+    cr_assert_eq(n, strlen("Hello world<|endoftext|>"));
+    cr_assert_eq(memcmp(bytes, "Hello world<|endoftext|>", n), 0);
+    free(bytes);
+    cr_assert_eq(tokenizer_decode_ids_text(tok, "ids.txt", "", 0, &bytes, &n, err), 0);
+    cr_assert_eq(n, 0);
+    free(bytes);
+    const char *bad[][2] = {{"1 2 x3", "byte offset 4 (id index 2): \"x3\" is not a token id"},
+                            {"1 50257", "byte offset 2 (id index 1): id 50257 is out of range"},
+                            {"12345678901", "\"12345678901\" is not a token id"},
+                            {"-1", "\"-1\" is not a token id"}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        bytes = (uint8_t *)1;
+        cr_assert_eq(tokenizer_decode_ids_text(tok, "ids.txt", bad[i][0], strlen(bad[i][0]),
+                                               &bytes, &n, err), -1, "%s", bad[i][0]);
+        cr_assert_null(bytes);
+        cr_assert(strstr(err, "ids.txt: ") && strstr(err, bad[i][1]), "\"%s\" should say \"%s\"",
+                  err, bad[i][1]);
+    }
+}
+
 Test(tokenizer, special_token_is_ordinary_text) {
     const char *s = "<|endoftext|>";
     TokenIds ids = must_encode(s, strlen(s));
@@ -472,6 +499,17 @@ Test(tokenizer, bad_encoder_json_is_an_error_naming_the_file) {
     write_bytes(s->enc, real, len);
     expect_load_error(s->enc, bpe_path, s->enc, "has no \"<|endoftext|>\" token");
     free(real);
+}
+
+Test(tokenizer, a_directory_for_a_file_is_named_as_one) {
+    const Scratch *s = scratch_init();
+    expect_load_error(s->dir, bpe_path, s->dir, "is a directory");
+    expect_load_error(encoder_path, s->dir, s->dir, "is a directory");
+    char err[ERR_LEN];
+    size_t len;
+    cr_assert_null(read_file(s->dir, &len, err));
+    cr_assert(strstr(err, "is a directory"), "%s", err);
+    rmdir(s->dir);
 }
 
 // Writes the real vocab.bpe with line `line` (1-based) replaced by `text`

@@ -3,6 +3,8 @@
 // bit-identically.
 #define _POSIX_C_SOURCE 200809L  // for file_helpers.h
 #include <criterion/criterion.h>
+#include <dirent.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -119,4 +121,93 @@ Test(training, resume_rejects_a_missing_state_file) {
     snprintf(o.resume_from, sizeof o.resume_from, "%s", path);
     cr_assert(cpu_trainer_init(&tr, &o, err) == -1);
     cr_assert(strstr(err, "state_000000.bin"), "error does not name the state file: %s", err);
+}
+
+// ---- a state must belong to the model it is resumed with ----------------------------
+// Saves after `steps` steps of a run of options o into o.checkpoint_dir.
+static void save_after(TrainOptions o, int steps, char *model_path) {
+    CpuTrainer tr;
+    char err[ERR_LEN];
+    cr_assert(cpu_trainer_init(&tr, &o, err) == 0, "%s", err);
+    run_steps(&tr, steps, NULL);
+    cr_assert(cpu_trainer_save(&tr, model_path, 512, err) == 0, "%s", err);
+    cpu_trainer_free(&tr);
+}
+
+static void copy_file(const char *from, const char *to) {
+    size_t n;
+    char err[ERR_LEN];
+    char *bytes = read_file(from, &n, err);
+    cr_assert_not_null(bytes, "%s", err);
+    write_bytes(to, bytes, n);
+    free(bytes);
+}
+
+// Resuming from model_path must fail, naming the state and saying why.
+static void assert_resume_fails(TrainOptions o, const char *model_path, const char *why) {
+    snprintf(o.resume_from, sizeof o.resume_from, "%s", model_path);
+    CpuTrainer tr;
+    char err[ERR_LEN];
+    cr_assert_eq(cpu_trainer_init(&tr, &o, err), -1, "resumed with a state that is not its own");
+    cr_assert(strstr(err, "state_"), "error does not name the state file: %s", err);
+    cr_assert(strstr(err, why), "error \"%s\" does not say \"%s\"", err, why);
+}
+
+Test(training, resume_refuses_the_state_of_another_step) {
+    TrainOptions o = tiny_train_options(40);
+    char m2[512], m4[512], s2[1024], s4[1024], err[ERR_LEN];
+    save_after(o, 2, m2);
+    save_after(o, 4, m4);
+    cr_assert(state_path_for_model(m2, s2, sizeof s2, err) == 0);
+    cr_assert(state_path_for_model(m4, s4, sizeof s4, err) == 0);
+    copy_file(s4, s2);
+    assert_resume_fails(o, m2, "holds step 4");
+}
+
+Test(training, resume_refuses_the_state_of_another_run) {
+    TrainOptions a = tiny_train_options(40), b = a;
+    b.seed = a.seed + 1;
+    snprintf(b.checkpoint_dir, sizeof b.checkpoint_dir, "%s", tmp_path("other_run"));
+    char ma[512], mb[512], sa[1024], sb[1024], err[ERR_LEN];
+    save_after(a, 3, ma);
+    save_after(b, 3, mb);
+    cr_assert(state_path_for_model(ma, sa, sizeof sa, err) == 0);
+    cr_assert(state_path_for_model(mb, sb, sizeof sb, err) == 0);
+    copy_file(sb, sa);  // same step, same shape, another run's moments
+    assert_resume_fails(a, ma, "does not belong to");
+}
+
+Test(training, a_save_writes_the_pair_and_nothing_else) {
+    TrainOptions o = tiny_train_options(40);
+    snprintf(o.checkpoint_dir, sizeof o.checkpoint_dir, "%s", tmp_path("deep/er/ckpt"));
+    char model[512];
+    save_after(o, 1, model);
+    DIR *d = opendir(o.checkpoint_dir);
+    cr_assert_not_null(d, "the nested directory was not made");
+    struct dirent *e;
+    int files = 0;
+    while ((e = readdir(d)) != NULL)
+        if (e->d_name[0] != '.') {
+            files++;
+            cr_assert(!strcmp(e->d_name, "model_000001.bin") ||
+                          !strcmp(e->d_name, "state_000001.bin"),
+                      "unexpected file %s", e->d_name);
+        }
+    closedir(d);
+    cr_assert_eq(files, 2);
+}
+
+Test(training, a_diverged_model_is_not_saved) {
+    TrainOptions o = tiny_train_options(40);
+    CpuTrainer tr;
+    char err[ERR_LEN], path[512];
+    cr_assert(cpu_trainer_init(&tr, &o, err) == 0, "%s", err);
+    run_steps(&tr, 1, NULL);
+    tr.model.params[tr.model.num_params - 1] = NAN;
+    cr_assert_eq(cpu_trainer_save(&tr, path, sizeof path, err), -1);
+    cr_assert(strstr(err, "non-finite") && strstr(err, "not written"), "%s", err);
+    cr_assert_neq(access(tmp_path("ckpt/model_000001.bin"), F_OK), 0);
+    cr_assert_neq(access(tmp_path("ckpt/state_000001.bin"), F_OK), 0);
+    cr_assert_neq(access(tmp_path("ckpt/model_000001.bin.tmp"), F_OK), 0);
+    cpu_trainer_free(&tr);
 }

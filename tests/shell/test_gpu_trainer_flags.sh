@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# test_gpu_trainer_flags.sh: the GPU trainers read and check their whole
+# command line before they look for a device, so a bad flag exits 2, naming
+# it, on any machine: these cases run without a GPU. (Skipped where the GPU
+# trainers were not built: no nvcc.)
+source "$(dirname "$0")/lib.sh"
+
+fp32=build/train_gpt2_fp32
+bf16=build/train_gpt2_bf16
+data=(--data data/tinyshakespeare --sample-tokens 0)
+
+# refused BINARY TEXT FLAGS...: exit 2, and stderr says TEXT (FLAGS come last,
+# so they override the data flags).
+refused() {
+  local bin=$1 text=$2
+  shift 2
+  expect_status 2 "$bin" "${data[@]}" "$@" || return 1
+  says "$work/err" "$text"
+}
+
+counts_are_parsed_whole() {
+  refused $fp32 "--bench-warmup: expected a whole number >= 0, got '3x'" --bench-warmup 3x &&
+  refused $fp32 "--peak-tflops: expected a number > 0, got '-5'" --peak-tflops -5 &&
+  refused $fp32 "--profile: expected a whole number >= 0, got 'two'" --profile two
+}
+
+a_flag_without_its_value_is_named() {
+  refused $fp32 "--profile: missing value (the next word is the flag --memory)" \
+    --profile --memory &&
+  refused $fp32 "--profile-csv: missing value (see --help)" --profile-csv
+}
+
+unknown_flags_and_stray_words_are_named() {
+  refused $fp32 "unknown flag '--profiles'" --profiles 2 &&
+  refused $bf16 "unexpected argument 'stray'" stray
+}
+
+a_switch_of_the_other_build_is_refused() {
+  refused $fp32 "--kernel-fusion: a switch of the bf16 build" --kernel-fusion &&
+  refused $bf16 "--no-tensor-cores: a switch of the fp32 build" --no-tensor-cores &&
+  refused $fp32 "the precision is not a switch but a build" --bf16
+}
+
+a_chapter_of_the_other_precision_is_refused() {
+  refused $fp32 "chapter 02 (Mixed precision (bf16)) runs in bf16" --chapter 2 &&
+  refused $fp32 "--chapter: no chapter '99'" --chapter 99
+}
+
+files_are_checked_before_the_device() {
+  refused $fp32 "nowhere/train*.bin: no file matches this pattern" --data "$work/nowhere" &&
+  refused $fp32 "/nonexistent/model.bin" --init-from /nonexistent/model.bin
+}
+
+check_state_takes_switches_only() {
+  expect_status 2 $fp32 --check-state a.bin b.bin --steps 3 || return 1
+  says "$work/err" "--check-state MODEL STATE: only --chapter and switches go with it, not '--steps'"
+}
+
+good_flags_reach_the_device_check() {
+  # Without a GPU a good command line gets as far as the device: exit 1.
+  nvidia-smi -L >/dev/null 2>&1 && { echo "    (a GPU here: skipped)"; return 0; }
+  expect_status 1 $fp32 --profile 2 --profile-csv "$work/p.csv" --memory --bench-warmup 1 \
+    --peak-tflops 989 --steps 3 "${data[@]}" || return 1
+  says "$work/err" "no CUDA device"
+}
+
+if [ ! -x $fp32 ] || [ ! -x $bf16 ]; then
+  echo "[SKIP] test_gpu_trainer_flags: $fp32 and $bf16 not built (no nvcc)"
+  exit 0
+fi
+check counts_are_parsed_whole
+check a_flag_without_its_value_is_named
+check unknown_flags_and_stray_words_are_named
+check a_switch_of_the_other_build_is_refused
+check a_chapter_of_the_other_precision_is_refused
+check files_are_checked_before_the_device
+check check_state_takes_switches_only
+check good_flags_reach_the_device_check
+finish

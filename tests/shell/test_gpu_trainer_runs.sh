@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# test_gpu_trainer_runs.sh: the GPU trainers stop a diverged run (exit 1,
+# nothing saved) and stop cleanly on Ctrl-C (the step finished, the pair
+# saved, exit 130), in chapter 00 (fp32, the loss read every step) and in
+# chapter 03 (bf16, the loss read late: the check is made when it arrives).
+# Needs a GPU: skipped, saying so, without one.
+source "$(dirname "$0")/lib.sh"
+
+small=(--data data/tinyshakespeare --sample-tokens 0 --val-every 0 --layers 2 --heads 4
+       --channels 64 --max-seq-len 32 -b 4)
+
+# diverges BINARY CHAPTER: a huge learning rate ruins the weights in a step
+# or two; the run must say so, exit 1, and write no checkpoint.
+diverges() {
+  expect_status 1 "$1" --chapter "$2" "${small[@]}" --lr 1e30 --steps 200 \
+    --checkpoint-every 100 --checkpoint-dir "$work/ck" || return 1
+  says "$work/err" "the run has diverged" || return 1
+  [ -z "$(ls "$work/ck" 2>/dev/null)" ] || fail "wrote: $(ls "$work/ck")"
+}
+
+# stops_on_sigint BINARY CHAPTER: Ctrl-C after a few steps saves the pair
+# and exits 130, leaving no temporary behind.
+stops_on_sigint() {
+  "$1" --chapter "$2" "${small[@]}" --steps 1000000 --checkpoint-every 100000 \
+    --checkpoint-dir "$work/ck" >"$work/out" 2>"$work/err" &
+  local pid=$! status=0
+  wait_for "$work/out" "step     5/" 120 || { kill -9 $pid; return 1; }
+  kill -INT $pid
+  wait $pid || status=$?
+  [ "$status" = 130 ] || fail "exit status $status, expected 130: $(tail -3 "$work/err")" ||
+    return 1
+  says "$work/err" "stopped by SIGINT after step" || return 1
+  ls "$work"/ck/model_*.bin >/dev/null 2>&1 || fail "no model saved" || return 1
+  ls "$work"/ck/state_*.bin >/dev/null 2>&1 || fail "no state saved" || return 1
+  [ -z "$(ls "$work"/ck/*.tmp 2>/dev/null)" ] || fail "temporaries left: $(ls "$work"/ck)"
+}
+
+fp32_chapter_0_diverged_run_stops() { diverges build/train_gpt2_fp32 0; }
+bf16_chapter_3_diverged_run_stops() { diverges build/train_gpt2_bf16 3; }
+fp32_chapter_0_stops_on_sigint() { stops_on_sigint build/train_gpt2_fp32 0; }
+bf16_chapter_3_stops_on_sigint() { stops_on_sigint build/train_gpt2_bf16 3; }
+
+if ! nvidia-smi -L >/dev/null 2>&1 || [ ! -x build/train_gpt2_fp32 ]; then
+  echo "[SKIP] test_gpu_trainer_runs: no GPU here (or no GPU trainers built)"
+  exit 0
+fi
+check fp32_chapter_0_diverged_run_stops
+check bf16_chapter_3_diverged_run_stops
+check fp32_chapter_0_stops_on_sigint
+check bf16_chapter_3_stops_on_sigint
+finish
