@@ -123,6 +123,12 @@ double lab_time_ms(Lab *lab, void (*run)(Lab *lab, void *arg), void *arg) {
     return 0.5 * (ms[LAB_REPS / 2 - 1] + ms[LAB_REPS / 2]);
 }
 
+GpuOps lab_ops_of(int chapter) {
+    Optimizations o = chapter_optimizations(chapter);
+    GpuContext scratch_ctx = {0};  // gpu_ops_select sets launch settings: not the lab's
+    return gpu_ops_select(&o, &scratch_ctx);
+}
+
 // ---- the report -------------------------------------------------------------
 
 void lab_report(Lab *lab, const LabRow *r) {

@@ -21,6 +21,7 @@
 #include <stdio.h>
 
 #include "gpu_context.h"
+#include "gpu_ops.h"
 #include "precision.h"
 #include "util.h"
 
@@ -80,6 +81,12 @@ void *lab_alloc(Lab *lab, size_t bytes);
 float *lab_download_x(const Lab *lab, const floatX *d, size_t n);   // fresh host floats
 float *lab_download_f32(const Lab *lab, const float *d, size_t n);
 void lab_free_buffers(Lab *lab);
+
+// The model's launcher slots of chapter `chapter` (gpu_ops_select), for the
+// families whose versions are compositions of kernels (the eager matmul, the
+// residual + layernorm seam): the lab times exactly what the model runs.
+// The context's launch settings are left as the lab set them.
+GpuOps lab_ops_of(int chapter);
 
 // max |got - ref| / max |ref| (1 for a NaN).
 double lab_error(const float *got, const float *ref, size_t n);

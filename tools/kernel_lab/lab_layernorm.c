@@ -5,7 +5,6 @@
 #include "gpt2_cpu.h"
 #include "lab.h"
 #include "layernorm.h"
-#include "residual.h"
 
 typedef void (*LayernormForward)(const GpuContext *ctx, floatX *out, float *mean, float *rstd,
                                  const floatX *inp, const floatX *weight, const floatX *bias,
@@ -67,33 +66,21 @@ static void run_backward(Lab *lab, void *p) {
 }
 
 // ---- the seam between blocks: residual add, then the next layernorm ----------------
-typedef void (*ResidualLayernorm)(const GpuContext *ctx, floatX *residual, floatX *out,
-                                  float *mean, float *rstd, const floatX *a, const floatX *b,
-                                  const floatX *weight, const floatX *bias, int B, int T, int C);
-
-// Chapters 00-03: two launches, the sum written out and read back.
-static void residual_then_layernorm(const GpuContext *ctx, floatX *residual, floatX *out,
-                                    float *mean, float *rstd, const floatX *a, const floatX *b,
-                                    const floatX *weight, const floatX *bias, int B, int T,
-                                    int C) {
-    residual_forward_v1(ctx, residual, a, b, (size_t)B * T * C);
-    layernorm_forward_v1(ctx, out, mean, rstd, residual, weight, bias, B, T, C);
-}
-
+// The model's seam slot of each chapter: 00's eager pair (the sum written
+// out and read back), 04's fused kernel.
 static const struct {
     const char *name;
     int chapter;
-    ResidualLayernorm fn;
 } SEAM[] = {
-    {"v1 eager", 0, residual_then_layernorm},
-    {"v2 fused", 4, residual_layernorm_forward_v2},
+    {"v1 eager", 0},
+    {"v2 fused", 4},
 };
 
 typedef struct {
     int B, T, C;
     floatX *a, *b, *w, *bias, *residual, *out;
     float *mean, *rstd;
-    ResidualLayernorm fn;
+    GpuOps ops;
 } SeamArgs;
 
 static SeamArgs upload_seam(Lab *lab, int B, int T, int C, const float *a, const float *b,
@@ -110,8 +97,8 @@ static SeamArgs upload_seam(Lab *lab, int B, int T, int C, const float *a, const
 
 static void run_seam(Lab *lab, void *p) {
     SeamArgs *s = p;
-    s->fn(&lab->ctx, s->residual, s->out, s->mean, s->rstd, s->a, s->b, s->w, s->bias, s->B, s->T,
-          s->C);
+    s->ops.residual_layernorm_forward(&lab->ctx, s->residual, s->out, s->mean, s->rstd, s->a,
+                                      s->b, s->w, s->bias, s->B, s->T, s->C);
 }
 
 static void lab_residual_layernorm(Lab *lab) {
@@ -128,7 +115,7 @@ static void lab_residual_layernorm(Lab *lab) {
     float *ta = lab_random_x(lab, TN, -2, 2), *tb = lab_random_x(lab, TN, -1, 1);
     SeamArgs timed = upload_seam(lab, LAB_B, LAB_T, C, ta, tb, w, bias);
     for (size_t i = 0; i < sizeof SEAM / sizeof SEAM[0]; i++) {
-        check.fn = timed.fn = SEAM[i].fn;
+        check.ops = timed.ops = lab_ops_of(SEAM[i].chapter);
         run_seam(lab, &check);
         float *got = lab_download_x(lab, check.out, N);
         // the least it must move: a and b read, residual and out written

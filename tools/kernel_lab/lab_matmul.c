@@ -32,12 +32,6 @@ static const Version VERSIONS[] = {
 #endif
 };
 
-static GpuOps ops_of(const Version *v) {
-    Optimizations o = chapter_optimizations(v->chapter);
-    GpuContext scratch_ctx = {0};      // gpu_ops_select sets launch settings: not the lab's
-    return gpu_ops_select(&o, &scratch_ctx);
-}
-
 // The GEMMs of a GPT-2 step, as (C in, OC out, bias, GELU around it, row
 // stride of the output). fc+gelu: forward with GELU after it, backward
 // through GELU before it (the fcproj GEMM's dinp), as the model runs them.
@@ -115,7 +109,7 @@ static void check_versions(Lab *lab, double errors[][2]) {
     for (size_t i = 0; i < sizeof VERSIONS / sizeof VERSIONS[0]; i++) {
         Args a = upload(lab, B, T, C, OC, OC, 1, 0, inp, w, bias, dout, NULL);
         a.v = &VERSIONS[i];
-        a.ops = ops_of(a.v);
+        a.ops = lab_ops_of(a.v->chapter);
         run_forward(lab, &a);
         run_backward(lab, &a);
         float *g_out = lab_download_x(lab, a.out, BT * OC), *g_dinp = lab_download_x(lab, a.dinp, BT * C);
@@ -159,7 +153,7 @@ void lab_matmul(Lab *lab) {
         snprintf(shape, sizeof shape, "%s %.0fx%dx%d", SHAPES[s].name, BT, OC, C);
         for (size_t i = 0; i < sizeof VERSIONS / sizeof VERSIONS[0]; i++) {
             a.v = back.v = &VERSIONS[i];
-            a.ops = back.ops = ops_of(a.v);
+            a.ops = back.ops = lab_ops_of(a.v->chapter);
             if (ld != OC && a.v->chapter < 4) continue;  // the eager GEMMs write rows of OC
             // v2 pads a width that is not a multiple of 8, into rows long enough
             if (OC % 8 != 0 && ld < (OC + 7) / 8 * 8 && a.v->chapter >= 4) continue;
