@@ -127,4 +127,23 @@
 #define TOL_CHECK_LOSS_BF16 2e-3
 #define TOL_CHECK_GRAD_COSINE_BF16 0.999
 
+// ---- flash attention (chapter 05) --------------------------------------------
+// attention_forward_v2 against the fp32 CPU reference, from bf16-exact
+// inputs. The scores and the running softmax statistics are fp32; what is
+// rounded to bf16 is P, once, as the A operand of P V, and the output, once,
+// when stored: two roundings of at most 2^-9 each, where the eager version
+// (chapters 02-04) rounds the scores, the probabilities and att @ v, and
+// allows 3e-2. Measured: see the chapter (GPU_TEST_VERBOSE=1).
+#define TOL_FLASH_OUT_BF16 1e-2
+
+// Its log-sum-exp per row, fp32 throughout (fp32 products of bf16 inputs
+// added in fp32, an fp32 running max and sum), against the CPU's in double,
+// relative to the largest |lse|: the error of a few fp32 sums.
+#define TOL_FLASH_LSE 1e-5
+
+// attention_backward_v2's dq, dk and dv against the CPU: P and dS are rounded
+// to bf16 as operands of the gradient GEMMs, and each gradient once when
+// stored; dP and D are fp32. Three roundings deep, as the output is two.
+#define TOL_FLASH_GRADS_BF16 2e-2
+
 #endif

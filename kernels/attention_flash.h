@@ -1,0 +1,54 @@
+// attention_flash.h: chapter 05's causal self-attention, flash attention:
+// the same function as attention.h's eager version, computed tile by tile
+// in on-chip memory, without ever writing the (B,NH,T,T) scores. Our own
+// kernels in the style of FlashAttention-2 (Dao, 2023), on the tensor cores
+// (mma.sync, bf16 products added in fp32), for the bf16 build only: in the
+// fp32 build the launchers stop with a message.
+//
+// Shapes, row-major, as attention.h: qkv (B,T,3C) holds q, k and v side by
+// side, head h at channels [h*hs, (h+1)*hs) of each, hs = C/NH; out (B,T,C).
+// The kernels read q, k and v where they are in qkv, with its row stride 3C:
+// no copies into per-head tensors. Head sizes 16, 32 and 64 (GPT-2 uses 64
+// at every size); another head size stops with a message. Any B, T and NH.
+//
+//   lse (B,NH,T) fp32: the log-sum-exp of each row of scaled scores,
+//     lse[b,h,t] = log(sum_{j<=t} exp(q_t . k_j / sqrt(hs))): with it the
+//     backward pass rebuilds any probability, exp(score - lse), from q and k.
+//     It is the one tensor the backward pass needs besides qkv and out:
+//     B*NH*T floats, where the eager version keeps B*NH*T*T probabilities.
+//
+// Both passes are deterministic: every sum is taken in a fixed order by one
+// thread block, and no kernel adds into memory another block writes (no
+// atomics), so the same inputs give the same bits on every run.
+#ifndef ATTENTION_FLASH_H
+#define ATTENTION_FLASH_H
+
+#include <stddef.h>
+
+#include "gpu_context.h"
+#include "precision.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+// out (B,T,C) and lse (B,NH,T), OVERWRITTEN.
+void attention_forward_v2(const GpuContext *ctx, floatX *out, float *lse, const floatX *qkv,
+                          int B, int T, int C, int NH);
+
+// Floats of scratch the backward pass needs: D (B,NH,T), below.
+size_t attention_backward_v2_scratch_floats(int B, int T, int NH);
+
+// dqkv (B,T,3C) OVERWRITTEN with the gradient of out with respect to qkv,
+// from dout (B,T,C) and the forward pass's out, qkv and lse. Three kernels:
+// D = rowsum(dout * out) per (b, h, t) into scratch; dk and dv, one block
+// per tile of keys; dq, one block per tile of queries.
+void attention_backward_v2(const GpuContext *ctx, floatX *dqkv, float *scratch,
+                           const floatX *dout, const floatX *out, const floatX *qkv,
+                           const float *lse, int B, int T, int C, int NH);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,168 @@
+// test_kernels_attention_flash_bf16.c: chapter 05's flash attention
+// (attention_forward_v2, attention_backward_v2; bf16 build only) against the
+// CPU reference, against chapter 04's eager attention (attention_*_v1), and
+// against itself run twice. The shapes are chosen to cross every edge of the
+// kernels' tiles (128 queries forward, 64 keys and 64 queries backward):
+// T below one tile, T not a multiple of either, 3 heads, batches of 5, and
+// the three head sizes the kernels are built for.
+#include "attention.h"
+#include "attention_flash.h"
+#include "compare.h"
+#include "gpt2_cpu.h"
+#include "gpu_test.h"
+#include "tolerances.h"
+
+TestSuite(kernels_attention_flash, .init = gpu_test_init, .fini = gpu_test_fini);
+
+typedef struct {
+    int B, T, C, NH;
+} Shape;
+
+// lse[b,h,t] = log(sum_{j<=t} exp(q_t . k_j / sqrt(hs))), in double, from
+// the same bf16-exact inputs the kernel reads.
+static float *cpu_lse(const float *qkv, Shape s) {
+    const int hs = s.C / s.NH, C3 = 3 * s.C;
+    const double scale = 1.0 / sqrt((double)hs);
+    float *lse = xmalloc((size_t)s.B * s.NH * s.T * sizeof(float));
+    double *x = xmalloc((size_t)s.T * sizeof(double));
+    for (int b = 0; b < s.B; b++)
+        for (int h = 0; h < s.NH; h++)
+            for (int t = 0; t < s.T; t++) {
+                const float *q = qkv + ((size_t)b * s.T + t) * C3 + h * hs;
+                double max = -INFINITY, sum = 0;
+                for (int j = 0; j <= t; j++) {
+                    const float *k = qkv + ((size_t)b * s.T + j) * C3 + s.C + h * hs;
+                    double dot = 0;
+                    for (int i = 0; i < hs; i++) dot += (double)q[i] * k[i];
+                    x[j] = dot * scale;
+                    if (x[j] > max) max = x[j];
+                }
+                for (int j = 0; j <= t; j++) sum += exp(x[j] - max);
+                lse[((size_t)b * s.NH + h) * s.T + t] = (float)(max + log(sum));
+            }
+    free(x);
+    return lse;
+}
+
+// What one run of the flash kernels gives, on the host.
+typedef struct {
+    float *out, *lse, *dqkv;
+} Results;
+
+static Results run_flash(Shape s, const floatX *d_qkv, const floatX *d_dout) {
+    const size_t N = (size_t)s.B * s.T * s.C, rows = (size_t)s.B * s.NH * s.T;
+    floatX *d_out = gt_device_poisoned_x(N), *d_dqkv = gt_device_poisoned_x(3 * N);
+    float *d_lse = gt_device_poisoned(rows);
+    float *d_scratch = gt_device_poisoned(attention_backward_v2_scratch_floats(s.B, s.T, s.NH));
+    attention_forward_v2(&gt_ctx, d_out, d_lse, d_qkv, s.B, s.T, s.C, s.NH);
+    attention_backward_v2(&gt_ctx, d_dqkv, d_scratch, d_dout, d_out, d_qkv, d_lse, s.B, s.T, s.C,
+                          s.NH);
+    Results r = {gt_download_x(d_out, N), gt_download(d_lse, rows), gt_download_x(d_dqkv, 3 * N)};
+    return r;
+}
+
+// dq, dk and dv, each (B,T,C), out of a (B,T,3C) gradient.
+static float *part_of(const float *dqkv, Shape s, int which) {
+    const size_t BT = (size_t)s.B * s.T;
+    float *part = xmalloc(BT * s.C * sizeof(float));
+    for (size_t r = 0; r < BT; r++)
+        memcpy(part + r * s.C, dqkv + r * 3 * s.C + which * s.C, s.C * sizeof(float));
+    return part;
+}
+
+// Scale, direction and size of dq, dk and dv against a reference.
+static void compare_gradients(const char *against, const float *got, const float *ref, Shape s,
+                              double tol) {
+    static const char *const names[] = {"dq", "dk", "dv"};
+    const size_t n = (size_t)s.B * s.T * s.C;
+    for (int which = 0; which < 3; which++) {
+        float *g = part_of(got, s, which), *r = part_of(ref, s, which);
+        char what[96];
+        snprintf(what, sizeof what, "flash %s vs %s", names[which], against);
+        gt_compare(what, g, r, n, tol);
+        double cos = cosine_similarity(g, r, n), ratio = norm_ratio(g, r, n);
+        if (getenv("GPU_TEST_VERBOSE"))
+            fprintf(stderr, "  %-40s cosine %.7f, norm ratio %.6f\n", what, cos, ratio);
+        cr_assert(cos >= TOL_GPU_GRAD_COSINE_BF16, "%s: cosine %.7f below %g", what, cos,
+                  TOL_GPU_GRAD_COSINE_BF16);
+        cr_assert(fabs(ratio - 1) <= TOL_GRAD_NORM_RATIO, "%s: norm ratio %.6f", what, ratio);
+        free(g), free(r);
+    }
+}
+
+static void check_against_cpu(Shape s, uint64_t seed) {
+    const size_t N = (size_t)s.B * s.T * s.C, A = (size_t)s.B * s.NH * s.T * s.T;
+    Rng rng;
+    rng_seed(&rng, seed);
+    float *qkv = gt_random_x(3 * N, -1, 1, &rng), *dout = gt_random_x(N, -1, 1, &rng);
+    float *out = xmalloc(N * sizeof(float)), *preatt = xmalloc(A * sizeof(float));
+    float *att = xmalloc(A * sizeof(float)), *dqkv = xcalloc(3 * N, sizeof(float));
+    float *dpreatt = xcalloc(A, sizeof(float)), *datt = xcalloc(A, sizeof(float));
+    cpu_attention_forward(out, preatt, att, qkv, s.B, s.T, s.C, s.NH);
+    cpu_attention_backward(dqkv, dpreatt, datt, dout, qkv, att, s.B, s.T, s.C, s.NH);
+
+    Results r = run_flash(s, gt_upload_x(qkv, 3 * N), gt_upload_x(dout, N));
+    gt_compare("flash out vs cpu", r.out, out, N, TOL_FLASH_OUT_BF16);
+    gt_compare("flash lse vs cpu", r.lse, cpu_lse(qkv, s), (size_t)s.B * s.NH * s.T,
+               TOL_FLASH_LSE);
+    compare_gradients("cpu", r.dqkv, dqkv, s, TOL_FLASH_GRADS_BF16);
+}
+
+// hs = 64, GPT-2's, over two query tiles forward and four backward.
+Test(kernels_attention_flash, matches_cpu_hs64) { check_against_cpu((Shape){2, 256, 128, 2}, 1); }
+
+// T = 200: no tile is full at the end, forward or backward; 3 heads.
+Test(kernels_attention_flash, matches_cpu_odd_t) { check_against_cpu((Shape){2, 200, 192, 3}, 2); }
+
+// B = 5, 3 heads of 32, T = 37: less than one tile of anything.
+Test(kernels_attention_flash, matches_cpu_hs32_short) { check_against_cpu((Shape){5, 37, 96, 3}, 3); }
+
+// The tiny test model's heads: 4 of 16, T = 32.
+Test(kernels_attention_flash, matches_cpu_hs16) { check_against_cpu((Shape){4, 32, 64, 4}, 4); }
+
+// Against chapter 04's eager attention (attention_forward_v1 and
+// attention_backward_v1, bf16), on the same inputs: both are bf16
+// computations of one function, rounded at different places.
+static void check_against_eager(Shape s, uint64_t seed) {
+    const size_t N = (size_t)s.B * s.T * s.C, A = (size_t)s.B * s.NH * s.T * s.T;
+    Rng rng;
+    rng_seed(&rng, seed);
+    floatX *d_qkv = gt_upload_x(gt_random_x(3 * N, -1, 1, &rng), 3 * N);
+    floatX *d_dout = gt_upload_x(gt_random_x(N, -1, 1, &rng), N);
+    floatX *d_out = gt_device_poisoned_x(N), *d_att = gt_device_poisoned_x(A);
+    floatX *d_dqkv = gt_upload_x(xcalloc(3 * N, sizeof(float)), 3 * N);
+    size_t scratch = attention_forward_scratch_floats(s.B, s.T, s.C, s.NH);
+    if (attention_backward_scratch_floats(s.B, s.T, s.C, s.NH) > scratch)
+        scratch = attention_backward_scratch_floats(s.B, s.T, s.C, s.NH);
+    float *d_scratch = gt_device_poisoned(scratch);
+    attention_forward_v1(&gt_ctx, d_out, d_att, d_scratch, d_qkv, s.B, s.T, s.C, s.NH);
+    attention_backward_v1(&gt_ctx, d_dqkv, d_scratch, d_dout, d_qkv, d_att, s.B, s.T, s.C, s.NH);
+    float *eager_out = gt_download_x(d_out, N), *eager_dqkv = gt_download_x(d_dqkv, 3 * N);
+
+    Results r = run_flash(s, d_qkv, d_dout);
+    gt_compare("flash out vs eager", r.out, eager_out, N, TOL_GPU_MODEL_BF16);
+    compare_gradients("eager", r.dqkv, eager_dqkv, s, TOL_GPU_MODEL_BF16);
+}
+
+Test(kernels_attention_flash, matches_eager_odd_shape) { check_against_eager((Shape){5, 150, 192, 3}, 5); }
+
+Test(kernels_attention_flash, matches_eager_gpt2_heads) { check_against_eager((Shape){2, 384, 768, 12}, 6); }
+
+// No atomics, every sum in a fixed order: two runs give the same bits.
+Test(kernels_attention_flash, is_deterministic) {
+    const Shape s = {3, 300, 192, 3};
+    const size_t N = (size_t)s.B * s.T * s.C;
+    Rng rng;
+    rng_seed(&rng, 7);
+    floatX *d_qkv = gt_upload_x(gt_random_x(3 * N, -1, 1, &rng), 3 * N);
+    floatX *d_dout = gt_upload_x(gt_random_x(N, -1, 1, &rng), N);
+    Results first = run_flash(s, d_qkv, d_dout), second = run_flash(s, d_qkv, d_dout);
+    gt_assert_identical("flash out, two runs", first.out, second.out, N);
+    gt_assert_identical("flash lse, two runs", first.lse, second.lse, (size_t)s.B * s.NH * s.T);
+    gt_assert_identical("flash dqkv, two runs", first.dqkv, second.dqkv, 3 * N);
+}
+
+// A head size the kernels are not built for stops the program, naming it.
+Test(kernels_attention_flash, refuses_other_head_sizes, .exit_code = 1) {
+    attention_forward_v2(&gt_ctx, NULL, NULL, NULL, 1, 16, 96, 1);
+}
