@@ -28,6 +28,11 @@ typedef struct {
 // over the logits (activations_alloc points d.logits at them).
 static int unless_fused(const Optimizations *o) { return !o->kernel_fusion; }
 
+// Chapter 05's flash attention keeps one log-sum-exp per row of scores
+// instead of the rows themselves.
+static int unless_flash(const Optimizations *o) { return !o->flash_attention; }
+static int if_flash(const Optimizations *o) { return o->flash_attention; }
+
 // ANCHOR: activation_table
 static const ActivationSpec ACTIVATIONS[] = {
     // the forward pass's, kept for the backward pass
@@ -37,7 +42,8 @@ static const ActivationSpec ACTIVATIONS[] = {
     {"ln1_rstd", AT(ln1_rstd), 1, {D_L, D_B, D_T}, NULL},
     {"qkv", AT(qkv), 0, {D_L, D_B, D_T, D_3C}, NULL},
     {"atty", AT(atty), 0, {D_L, D_B, D_T, D_C}, NULL},
-    {"att", AT(att), 0, {D_L, D_B, D_NH, D_T, D_T}, NULL},
+    {"att", AT(att), 0, {D_L, D_B, D_NH, D_T, D_T}, unless_flash},
+    {"att_lse", AT(att_lse), 1, {D_L, D_B, D_NH, D_T}, if_flash},
     {"attproj", AT(attproj), 0, {D_L, D_B, D_T, D_C}, NULL},
     {"residual2", AT(residual2), 0, {D_L, D_B, D_T, D_C}, NULL},
     {"ln2", AT(ln2), 0, {D_L, D_B, D_T, D_C}, NULL},

@@ -39,7 +39,8 @@ typedef struct {
     float *ln1_mean, *ln1_rstd;   // (L,B,T)
     floatX *qkv;                  // (L,B,T,3C)
     floatX *atty;                 // (L,B,T,C)
-    floatX *att;                  // (L,B,NH,T,T): attention's probabilities
+    floatX *att;                  // (L,B,NH,T,T): attention's probabilities (chapters 00-04)
+    float *att_lse;               // (L,B,NH,T): their rows' log-sum-exp (chapter 05 on)
     floatX *attproj;              // (L,B,T,C)
     floatX *residual2;            // (L,B,T,C)
     floatX *ln2;                  // (L,B,T,C)

@@ -18,6 +18,7 @@ static const Chapter CHAPTERS[] = {
     {2, "02_mixed_precision", "Mixed precision (bf16)", "bf16"},
     {3, "03_sync_avoidance", "Sync avoidance", "bf16"},
     {4, "04_kernel_fusion", "Kernel fusion", "bf16"},
+    {5, "05_flash_attention", "Flash attention", "bf16"},
 };
 
 typedef struct {
@@ -30,6 +31,8 @@ static const SwitchRow SWITCHES[] = {
     {{"tensor-cores", 1, "fp32"}, offsetof(Optimizations, tensor_cores)},
     {{"sync-avoidance", 3, "any"}, offsetof(Optimizations, sync_avoidance)},
     {{"kernel-fusion", 4, "bf16"}, offsetof(Optimizations, kernel_fusion)},
+    // Our own kernels on bf16 tensor cores: there is no fp32 version.
+    {{"flash-attention", 5, "bf16"}, offsetof(Optimizations, flash_attention)},
 };
 // ANCHOR_END: chapter_table
 #define NUM_CHAPTERS ((int)(sizeof CHAPTERS / sizeof CHAPTERS[0]))

@@ -26,10 +26,15 @@
 
 // One field per optimization, each 0 (off) or 1 (on). Every switch of the
 // chapters up to the one selected is on.
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct {
     int tensor_cores;    // 01: fp32 GEMMs on the tensor cores, in TF32
     int sync_avoidance;  // 03: the host never waits for the device inside a step
     int kernel_fusion;   // 04: fused kernels, GEMM epilogues, 16-byte vectors
+    int flash_attention; // 05: attention in one kernel each way, no (T,T) scores stored
 } Optimizations;
 
 typedef struct {
@@ -76,5 +81,9 @@ void apply_model_switches(const Optimizations *o, GPT2Config *cfg);
 // one line with the switches' state.
 void chapters_print_table(void);
 void optimizations_print(const Optimizations *o);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

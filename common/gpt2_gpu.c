@@ -13,6 +13,7 @@
 
 #include "adamw.h"
 #include "attention.h"
+#include "attention_flash.h"
 #include "floatx_host.h"
 #include "layernorm.h"
 #include "matmul.h"
@@ -77,12 +78,18 @@ static void point_tensors(floatX *views[NUM_PARAM_TENSORS], floatX *base,
 
 static size_t max_size(size_t a, size_t b) { return a > b ? a : b; }
 
-// One scratch buffer serves every kernel: none keeps anything in it between calls.
-static size_t scratch_floats_needed(const GPT2Config *c, int B, int T) {
+// One scratch buffer serves every kernel: none keeps anything in it between
+// calls. The eager attention's is the largest by far (its (B,NH,T,T)
+// scores); flash attention needs one float per row.
+static size_t scratch_floats_needed(const GPT2Config *c, int B, int T, const Optimizations *o) {
     int C = c->channels, NH = c->num_heads;
     size_t n = GRAD_NORM_MAX_BLOCKS;
-    n = max_size(n, attention_forward_scratch_floats(B, T, C, NH));
-    n = max_size(n, attention_backward_scratch_floats(B, T, C, NH));
+    if (o->flash_attention) {
+        n = max_size(n, attention_backward_v2_scratch_floats(B, T, NH));
+    } else {
+        n = max_size(n, attention_forward_scratch_floats(B, T, C, NH));
+        n = max_size(n, attention_backward_scratch_floats(B, T, C, NH));
+    }
     n = max_size(n, layernorm_backward_scratch_floats(B, T, C));
     n = max_size(n, matmul_backward_scratch_floats(B, T, 4 * C));  // the widest biased matmul
     n = max_size(n, matmul_backward_v2_scratch_floats(4 * C));
@@ -116,7 +123,7 @@ void gpt2_gpu_init(GPT2Gpu *model, GpuContext *ctx, const GPT2Config *cfg, const
     model->logits_stride = gpu_ops_logits_stride(o, cfg->padded_vocab_size);
     activations_alloc(&model->acts, cfg, max_B, max_T, o);
     model->device_bytes += model->acts.bytes;
-    model->scratch_floats = scratch_floats_needed(cfg, max_B, max_T);
+    model->scratch_floats = scratch_floats_needed(cfg, max_B, max_T, o);
     model->scratch = alloc_floats(model, model->scratch_floats, "scratch");
     size_t BT = (size_t)max_B * max_T;
     model->inputs = alloc_ints(model, BT, "input tokens");
@@ -182,11 +189,12 @@ static LayerWeights layer_weights(floatX *const t[NUM_PARAM_TENSORS], int l, siz
 typedef struct {
     floatX *ln1, *qkv, *atty, *att, *attproj, *residual2;
     floatX *ln2, *fch, *fch_gelu, *fcproj, *residual3;
-    float *ln1_mean, *ln1_rstd, *ln2_mean, *ln2_rstd;
+    float *ln1_mean, *ln1_rstd, *ln2_mean, *ln2_rstd, *att_lse;
 } LayerActs;
 
 // Layer l's slices of the (L, B, ...) stacked activations, for the current
-// batch shape (B, T). att is NULL when the switches need none.
+// batch shape (B, T). Of att and att_lse, the one the switches do not need
+// is NULL.
 static LayerActs layer_acts(const GpuActivations *a, int l, size_t B, size_t T, size_t C,
                             size_t NH) {
     size_t BTC = B * T * C, BT = B * T;
@@ -197,6 +205,7 @@ static LayerActs layer_acts(const GpuActivations *a, int l, size_t B, size_t T, 
         .qkv = a->qkv + l * 3 * BTC,
         .atty = a->atty + l * BTC,
         .att = a->att ? a->att + l * B * NH * T * T : NULL,
+        .att_lse = a->att_lse ? a->att_lse + l * B * NH * T : NULL,
         .attproj = a->attproj + l * BTC,
         .residual2 = a->residual2 + l * BTC,
         .ln2 = a->ln2 + l * BTC,
@@ -327,7 +336,8 @@ void gpt2_gpu_forward(GPT2Gpu *model, Gpt2ForwardMode mode, float *mean_loss) {
         LayerActs x = layer_acts(a, l, B, T, C, NH);
         // attention block: x.ln1 was written at the end of the layer before
         ops->matmul_forward(ctx, x.qkv, NULL, x.ln1, w.qkvw, w.qkvb, B, T, C, 3 * C, 3 * C);
-        ops->attention_forward(ctx, x.atty, x.att, model->scratch, x.qkv, B, T, C, NH);
+        ops->attention_forward(ctx, x.atty, x.att, x.att_lse, model->scratch, x.qkv, B, T, C,
+                               NH);
         ops->matmul_forward(ctx, x.attproj, NULL, x.atty, w.attprojw, w.attprojb, B, T, C, C, C);
         ops->residual_layernorm_forward(ctx, x.residual2, x.ln2, x.ln2_mean, x.ln2_rstd, residual,
                                         x.attproj, w.ln2w, w.ln2b, B, T, C);
@@ -417,7 +427,8 @@ void gpt2_gpu_backward(GPT2Gpu *model) {
         // attention block, in reverse
         ops->matmul_backward(ctx, d->atty, dw.attprojw, dw.attprojb, scratch, d->residual, x.atty,
                              w.attprojw, NULL, B, T, C, C, C);
-        ops->attention_backward(ctx, d->qkv, scratch, d->atty, x.qkv, x.att, B, T, C, NH);
+        ops->attention_backward(ctx, d->qkv, scratch, d->atty, x.atty, x.qkv, x.att, x.att_lse,
+                                B, T, C, NH);
         ops->matmul_backward(ctx, d->ln, dw.qkvw, dw.qkvb, scratch, d->qkv, x.ln1, w.qkvw, NULL, B,
                              T, C, 3 * C, 3 * C);
         ops->layernorm_backward(ctx, d->residual, dw.ln1w, dw.ln1b, scratch, d->ln, residual_in,

@@ -4,6 +4,7 @@
 #include "gpu_ops.h"
 
 #include "attention.h"
+#include "attention_flash.h"
 #include "classifier.h"
 #include "encoder.h"
 #include "gelu.h"
@@ -52,9 +53,20 @@ static void matmul_backward_eager(const GpuContext *ctx, floatX *dinp, floatX *d
     if (pre_gelu) gelu_backward_inplace_v1(ctx, dinp, pre_gelu, n);
 }
 
+// The (B,NH,T,T) probabilities are kept for the backward pass, which needs
+// no log-sum-exp and does not read out.
+static void attention_forward_eager(const GpuContext *ctx, floatX *out, floatX *att, float *lse,
+                                    float *scratch, const floatX *qkv, int B, int T, int C,
+                                    int NH) {
+    (void)lse;
+    attention_forward_v1(ctx, out, att, scratch, qkv, B, T, C, NH);
+}
+
 static void attention_backward_eager(const GpuContext *ctx, floatX *dqkv, float *scratch,
-                                     const floatX *dout, const floatX *qkv, const floatX *att,
-                                     int B, int T, int C, int NH) {
+                                     const floatX *dout, const floatX *out, const floatX *qkv,
+                                     const floatX *att, const float *lse, int B, int T, int C,
+                                     int NH) {
+    (void)out, (void)lse;
     gpu_zero(ctx, dqkv, (size_t)B * T * 3 * C * sizeof(floatX), "memset (dqkv)");
     attention_backward_v1(ctx, dqkv, scratch, dout, qkv, att, B, T, C, NH);
 }
@@ -80,6 +92,27 @@ static void classifier_backward_eager(const GpuContext *ctx, floatX *dlogits, fl
 }
 // ANCHOR_END: eager_slots
 
+// ---- chapter 05: flash attention ---------------------------------------------------
+// ANCHOR: flash_slots
+// No probabilities: each row's log-sum-exp is all the backward pass keeps.
+static void attention_forward_flash(const GpuContext *ctx, floatX *out, floatX *att, float *lse,
+                                    float *scratch, const floatX *qkv, int B, int T, int C,
+                                    int NH) {
+    (void)att, (void)scratch;
+    attention_forward_v2(ctx, out, lse, qkv, B, T, C, NH);
+}
+
+// The backward pass rebuilds the probabilities from q, k and lse; it writes
+// every element of dqkv, so there is nothing to zero first.
+static void attention_backward_flash(const GpuContext *ctx, floatX *dqkv, float *scratch,
+                                     const floatX *dout, const floatX *out, const floatX *qkv,
+                                     const floatX *att, const float *lse, int B, int T, int C,
+                                     int NH) {
+    (void)att;
+    attention_backward_v2(ctx, dqkv, scratch, dout, out, qkv, lse, B, T, C, NH);
+}
+// ANCHOR_END: flash_slots
+
 // ---- the chapters' choices ---------------------------------------------------------
 // ANCHOR: gpu_ops_select
 GpuOps gpu_ops_select(const Optimizations *o, GpuContext *ctx) {
@@ -89,7 +122,7 @@ GpuOps gpu_ops_select(const Optimizations *o, GpuContext *ctx) {
         .layernorm_forward = layernorm_forward_v1,
         .residual_layernorm_forward = residual_layernorm_forward_eager,
         .matmul_forward = matmul_forward_eager,
-        .attention_forward = attention_forward_v1,
+        .attention_forward = attention_forward_eager,
         .classifier_forward = classifier_forward_eager,
         .classifier_backward = classifier_backward_eager,
         .matmul_backward = matmul_backward_eager,
@@ -116,6 +149,12 @@ GpuOps gpu_ops_select(const Optimizations *o, GpuContext *ctx) {
         ops.classifier_backward = NULL;  // done by classifier_fused_v2
         ops.matmul_backward = matmul_backward_v2;
         ops.layernorm_backward = layernorm_backward_v2;
+    }
+    // Chapter 05: attention in one kernel forward and three backward, our
+    // own, on the tensor cores; the (B,NH,T,T) scores are never stored.
+    if (o->flash_attention) {
+        ops.attention_forward = attention_forward_flash;
+        ops.attention_backward = attention_backward_flash;
     }
     return ops;
 }

@@ -18,7 +18,8 @@
 // (B,T,OC); qkv (B,T,3C); logits (B,T,Vrow) of which the first V are tokens
 // (Vrow = gpu_ops_logits_stride: Vp, rounded up from chapter 04 on; the
 // classifier slots' Vp argument is that row stride);
-// losses (B,T) fp32; att (B,NH,T,T). Everything else is floatX.
+// losses (B,T) fp32; att (B,NH,T,T); lse (B,NH,T) fp32. Everything else is
+// floatX.
 #ifndef GPU_OPS_H
 #define GPU_OPS_H
 
@@ -27,6 +28,10 @@
 #include "chapters.h"
 #include "gpu_context.h"
 #include "precision.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 typedef struct {
     // ---- forward ----------------------------------------------------------
@@ -49,10 +54,13 @@ typedef struct {
     void (*matmul_forward)(const GpuContext *ctx, floatX *out, floatX *pre_gelu,
                            const floatX *inp, const floatX *weight, const floatX *bias, int B,
                            int T, int C, int OC, int ld);
-    // out (B,T,C) = causal self-attention over qkv; att (B,NH,T,T) its
-    // probabilities, saved; scratch as attention.h says
-    void (*attention_forward)(const GpuContext *ctx, floatX *out, floatX *att, float *scratch,
-                              const floatX *qkv, int B, int T, int C, int NH);
+    // out (B,T,C) = causal self-attention over qkv, and what the backward
+    // pass needs besides qkv and out: att (B,NH,T,T), the probabilities
+    // (chapters 00-04), or lse (B,NH,T), each row's log-sum-exp of scores
+    // (chapter 05 on, attention_flash.h); the other is NULL. Scratch as
+    // attention.h says.
+    void (*attention_forward)(const GpuContext *ctx, floatX *out, floatX *att, float *lse,
+                              float *scratch, const floatX *qkv, int B, int T, int C, int NH);
     // losses (B,T) and *mean_loss (one float, device) from the logits and the
     // targets; probs (B,T,Vp) for a classifier that keeps them (may be
     // unused). With write_dlogits, a classifier may also write d(mean
@@ -77,10 +85,11 @@ typedef struct {
                             float *scratch, const floatX *dout, const floatX *inp,
                             const floatX *weight, const floatX *pre_gelu, int B, int T, int C,
                             int OC, int ld);
-    // dqkv (B,T,3C) OVERWRITTEN, from dout (B,T,C) and the forward's qkv and att
+    // dqkv (B,T,3C) OVERWRITTEN, from dout (B,T,C) and the forward's out, qkv,
+    // and att or lse (whichever it kept)
     void (*attention_backward)(const GpuContext *ctx, floatX *dqkv, float *scratch,
-                               const floatX *dout, const floatX *qkv, const floatX *att, int B,
-                               int T, int C, int NH);
+                               const floatX *dout, const floatX *out, const floatX *qkv,
+                               const floatX *att, const float *lse, int B, int T, int C, int NH);
     // dinp (the residual stream's gradient), dweight, dbias ACCUMULATE
     void (*layernorm_backward)(const GpuContext *ctx, floatX *dinp, floatX *dweight,
                                floatX *dbias, float *scratch, const floatX *dout,
@@ -104,5 +113,9 @@ GpuOps gpu_ops_select(const Optimizations *o, GpuContext *ctx);
 // in eight starts aligned, and cuBLAS must pick slower kernels. torch.compile does
 // the same (its pad_mm pass pads a misaligned GEMM's dimensions).
 int gpu_ops_logits_stride(const Optimizations *o, int Vp);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

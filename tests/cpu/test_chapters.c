@@ -114,3 +114,20 @@ Test(chapters, chapter_03_adds_sync_avoidance) {
     cr_assert(optimizations_apply_flag(&two, "--sync-avoidance", "bf16", err) == 1 &&
               two.sync_avoidance == 1);
 }
+
+// Chapter 05 is chapter 04 plus flash-attention, a switch of the bf16 build:
+// its kernels run on bf16 tensor cores and have no fp32 version.
+Test(chapters, chapter_05_adds_flash_attention) {
+    const Chapter *ch = chapter_get(5);
+    cr_assert(ch != NULL);
+    cr_assert_str_eq(ch->slug, "05_flash_attention");
+    cr_assert_str_eq(chapter_switch(5)->name, "flash-attention");
+    cr_assert_str_eq(ch->precision, "bf16");
+    Optimizations four = chapter_optimizations(4), five = chapter_optimizations(5);
+    cr_assert(four.flash_attention == 0 && five.flash_attention == 1);
+    char err[ERR_LEN] = "";
+    cr_assert_eq(optimizations_apply_flag(&five, "--no-flash-attention", "bf16", err), 1);
+    cr_assert(memcmp(&four, &five, sizeof four) == 0, "--no-flash-attention is chapter 04");
+    cr_assert_eq(optimizations_apply_flag(&five, "--flash-attention", "fp32", err), -1);
+    cr_assert(strstr(err, "--flash-attention"), "got: %s", err);
+}

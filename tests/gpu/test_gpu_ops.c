@@ -53,6 +53,27 @@ Test(gpu_ops, activations_are_one_allocation_of_aligned_tensors) {
     cr_assert(a.memory == NULL && a.logits == NULL);
 }
 
+#ifdef PRECISION_BF16
+// Chapter 05 keeps one fp32 log-sum-exp per row of attention scores, and no
+// (L,B,NH,T,T) probabilities; chapter 04 the reverse.
+Test(gpu_ops, flash_attention_keeps_lse_not_probabilities) {
+    GPT2Config cfg = {.max_seq_len = 32, .vocab_size = 250, .padded_vocab_size = 256,
+                      .num_layers = 2, .num_heads = 4, .channels = 64, .tied = 0};
+    Optimizations four = chapter_optimizations(4), five = chapter_optimizations(5);
+    GpuActivations a4, a5;
+    activations_alloc(&a4, &cfg, 4, 32, &four);
+    activations_alloc(&a5, &cfg, 4, 32, &five);
+    cr_assert(a4.att != NULL && a4.att_lse == NULL);
+    cr_assert(a5.att == NULL && a5.att_lse != NULL);
+    const size_t att = (size_t)2 * 4 * 4 * 32 * 32 * sizeof(floatX);
+    const size_t lse = (size_t)2 * 4 * 4 * 32 * sizeof(float);
+    cr_assert_eq(a4.bytes - a5.bytes, att - lse, "chapter 05 saves %zu bytes, not %zu",
+                 a4.bytes - a5.bytes, att - lse);
+    activations_free(&a4);
+    activations_free(&a5);
+}
+#endif
+
 // Three launches and a wait: the profile names each kernel with its calls
 // and puts the wait's idle time on its own row; the rows add up to the total.
 Test(gpu_ops, profile_names_every_kernel_and_the_waits) {

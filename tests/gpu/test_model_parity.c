@@ -346,38 +346,41 @@ ParameterizedTest(Variant *v, model, fused_forward_backward_match_cpu, .init = g
     compare_forward_backward_bf16(&cfg, 4);
 }
 
-// Chapter 04 computes what chapter 03 computes, in another order and with
-// fewer roundings to bf16: the logits within the bf16 model tolerance of
-// chapter 03's, the loss within the bf16 loss tolerance, every gradient with
-// a cosine of at least TOL_GPU_GRAD_COSINE_BF16 and the same norm within
-// TOL_GRAD_NORM_RATIO; then five AdamW steps from the same weights on the
-// same batches: losses step by step, and the change of the weights.
-Test(model, fused_matches_chapter_03) {
-    GPT2Config cfg = tiny(0, 0);
+// Chapter N computes what chapter N-1 computes, in another order and with
+// other roundings to bf16: the logits within the bf16 model tolerance of the
+// previous chapter's, the loss within the bf16 loss tolerance, every
+// gradient with a cosine of at least TOL_GPU_GRAD_COSINE_BF16 and the same
+// norm within TOL_GRAD_NORM_RATIO; then five AdamW steps from the same
+// weights on the same batches: losses step by step, and the change of the
+// weights. The model may be tied or not.
+static void check_chapter_matches_previous(int chapter, const GPT2Config *cfg) {
     GPT2Cpu cpu;
-    GPT2Gpu eager, fused;
-    make_models_of(&cfg, &cpu, &eager, 3);
-    Optimizations o = chapter_optimizations(4);
-    gpt2_gpu_init(&fused, &gt_ctx, &cfg, cpu.params, B, T, &o);
-    cr_assert(fused.logits_stride == 256, "logits rows of %d, not 256", fused.logits_stride);
+    GPT2Gpu before, after;
+    make_models_of(cfg, &cpu, &before, chapter - 1);
+    Optimizations o = chapter_optimizations(chapter);
+    gpt2_gpu_init(&after, &gt_ctx, cfg, cpu.params, B, T, &o);
     int32_t x[B * T], y[B * T];
-    random_batch(x, y, cfg.vocab_size, 11);
-    const size_t nlogits = (size_t)B * T * cfg.padded_vocab_size, n = eager.num_params;
-    gt_compare("logits: chapter 04 vs 03", gpu_logits(&fused, x, y), gpu_logits(&eager, x, y),
-               nlogits, TOL_GPU_MODEL_BF16);
-    float loss03 = gpu_forward_backward(&eager, x, y), loss04 = gpu_forward_backward(&fused, x, y);
-    gt_compare("loss: chapter 04 vs 03", &loss04, &loss03, 1, TOL_GPU_LOSS_BF16);
-    float *g03 = xmalloc(n * sizeof(float)), *g04 = xmalloc(n * sizeof(float));
-    gpt2_gpu_download_floatx(eager.grads, g03, n);
-    gpt2_gpu_download_floatx(fused.grads, g04, n);
+    random_batch(x, y, cfg->vocab_size, 11);
+    const size_t nlogits = (size_t)B * T * cfg->padded_vocab_size, n = before.num_params;
+    char what[80];
+    snprintf(what, sizeof what, "logits: chapter %02d vs %02d", chapter, chapter - 1);
+    gt_compare(what, gpu_logits(&after, x, y), gpu_logits(&before, x, y), nlogits,
+               TOL_GPU_MODEL_BF16);
+    float loss_before = gpu_forward_backward(&before, x, y);
+    float loss_after = gpu_forward_backward(&after, x, y);
+    snprintf(what, sizeof what, "loss: chapter %02d vs %02d", chapter, chapter - 1);
+    gt_compare(what, &loss_after, &loss_before, 1, TOL_GPU_LOSS_BF16);
+    float *g0 = xmalloc(n * sizeof(float)), *g1 = xmalloc(n * sizeof(float));
+    gpt2_gpu_download_floatx(before.grads, g0, n);
+    gpt2_gpu_download_floatx(after.grads, g1, n);
     size_t offset = 0;
     for (int t = 0; t < NUM_PARAM_TENSORS; t++) {
-        size_t nt = eager.param_sizes[t];
+        size_t nt = before.param_sizes[t];
         if (nt == 0) continue;
-        char what[64];
-        snprintf(what, sizeof what, "gradient of %s, chapter 04 vs 03", gpt2_param_names[t]);
-        assert_cosine(what, g04 + offset, g03 + offset, nt, TOL_GPU_GRAD_COSINE_BF16);
-        assert_norm_ratio(what, g04 + offset, g03 + offset, nt);
+        snprintf(what, sizeof what, "gradient of %s, chapter %02d vs %02d", gpt2_param_names[t],
+                 chapter, chapter - 1);
+        assert_cosine(what, g1 + offset, g0 + offset, nt, TOL_GPU_GRAD_COSINE_BF16);
+        assert_norm_ratio(what, g1 + offset, g0 + offset, nt);
         offset += nt;
     }
     // Five steps each, from the same weights (the first step's gradients above
@@ -385,25 +388,63 @@ Test(model, fused_matches_chapter_03) {
     AdamWConfig adamw = adamw_default_config();
     adamw.eps = 1e-6f;
     for (int step = 1; step <= STEPS; step++) {
-        random_batch(x, y, cfg.vocab_size, 100 + step);
-        float l03 = gpu_forward_backward(&eager, x, y), l04 = gpu_forward_backward(&fused, x, y);
-        gpt2_gpu_update(&eager, 1e-3f, &adamw, 1.0f, step, eager.norm);
-        gpt2_gpu_update(&fused, 1e-3f, &adamw, 1.0f, step, fused.norm);
-        char what[48];
-        snprintf(what, sizeof what, "loss at step %d, chapter 04 vs 03", step);
-        gt_compare(what, &l04, &l03, 1, TOL_GPU_LOSS_BF16);
+        random_batch(x, y, cfg->vocab_size, 100 + step);
+        float l0 = gpu_forward_backward(&before, x, y), l1 = gpu_forward_backward(&after, x, y);
+        gpt2_gpu_update(&before, 1e-3f, &adamw, 1.0f, step, before.norm);
+        gpt2_gpu_update(&after, 1e-3f, &adamw, 1.0f, step, after.norm);
+        snprintf(what, sizeof what, "loss at step %d, chapter %02d vs %02d", step, chapter,
+                 chapter - 1);
+        gt_compare(what, &l1, &l0, 1, TOL_GPU_LOSS_BF16);
     }
-    float *w03 = xmalloc(n * sizeof(float)), *w04 = xmalloc(n * sizeof(float));
-    gpt2_gpu_get_params(&eager, w03);
-    gpt2_gpu_get_params(&fused, w04);
-    for (size_t i = 0; i < n; i++) w03[i] -= cpu.params[i], w04[i] -= cpu.params[i];
-    assert_cosine("change of all weights over 5 steps, chapter 04 vs 03", w04, w03, n,
-                  TOL_GPU_ADAMW_STEPS_COSINE_BF16);
-    assert_norm_ratio("change of all weights over 5 steps, chapter 04 vs 03", w04, w03, n);
-    free(g03), free(g04), free(w03), free(w04);
-    gpt2_gpu_free(&eager);
-    gpt2_gpu_free(&fused);
+    float *w0 = xmalloc(n * sizeof(float)), *w1 = xmalloc(n * sizeof(float));
+    gpt2_gpu_get_params(&before, w0);
+    gpt2_gpu_get_params(&after, w1);
+    for (size_t i = 0; i < n; i++) w0[i] -= cpu.params[i], w1[i] -= cpu.params[i];
+    snprintf(what, sizeof what, "change of all weights over 5 steps, chapter %02d vs %02d",
+             chapter, chapter - 1);
+    assert_cosine(what, w1, w0, n, TOL_GPU_ADAMW_STEPS_COSINE_BF16);
+    assert_norm_ratio(what, w1, w0, n);
+    free(g0), free(g1), free(w0), free(w1);
+    gpt2_gpu_free(&before);
+    gpt2_gpu_free(&after);
     gpt2_cpu_free(&cpu);
+}
+
+// The vocabulary of 250 makes chapter 04's logits rows 256 long
+// (gpu_ops_logits_stride): the stride path runs.
+Test(model, fused_matches_chapter_03) {
+    GPT2Config cfg = tiny(0, 0);
+    Optimizations o = chapter_optimizations(4);
+    cr_assert(gpu_ops_logits_stride(&o, cfg.padded_vocab_size) == 256, "logits rows of %d, not 256",
+              gpu_ops_logits_stride(&o, cfg.padded_vocab_size));
+    check_chapter_matches_previous(4, &cfg);
+}
+
+// ---- chapter 05: flash attention ---------------------------------------------------
+// The tiny model's heads are 16 wide, one of the head sizes the flash kernels
+// are built for; T = 32 is a part of one tile.
+ParameterizedTestParameters(model, flash_forward_backward_match_cpu) {
+    static Variant v[] = {{0, 0}, {1, 0}, {0, 1}, {1, 1}};
+    return cr_make_param_array(Variant, v, 4);
+}
+
+ParameterizedTest(Variant *v, model, flash_forward_backward_match_cpu, .init = gpu_test_init,
+                  .fini = gpu_test_fini) {
+    GPT2Config cfg = tiny(v->tied, v->padded);
+    compare_forward_backward_bf16(&cfg, 5);
+}
+
+Test(model, flash_matches_chapter_04) {
+    GPT2Config cfg = tiny(0, 0);
+    check_chapter_matches_previous(5, &cfg);
+}
+
+// Wider heads: 2 of 64, GPT-2's head size, in the same tiny model.
+Test(model, flash_matches_chapter_04_gpt2_heads) {
+    GPT2Config cfg = tiny(1, 1);
+    cfg.channels = 128;
+    cfg.num_heads = 2;
+    check_chapter_matches_previous(5, &cfg);
 }
 
 // Five AdamW steps of the bf16 model (fp32 master weights and moments) and of
@@ -459,11 +500,13 @@ Test(model, bf16_five_adamw_steps_match_cpu) {
     gpt2_cpu_free(&cpu);
 }
 
-Test(model, bf16_is_deterministic) {
+// The same batch twice: the same gradients, bit for bit, in every chapter of
+// the bf16 build (no kernel adds with atomics, and every sum has a fixed order).
+static void check_deterministic(int chapter) {
     GPT2Config cfg = tiny(1, 1);
     GPT2Cpu cpu;
     GPT2Gpu gpu;
-    make_models(&cfg, &cpu, &gpu);
+    make_models_of(&cfg, &cpu, &gpu, chapter);
     int32_t x[B * T], y[B * T];
     random_batch(x, y, cfg.vocab_size, 5);
     size_t n = gpu.num_params;
@@ -472,11 +515,18 @@ Test(model, bf16_is_deterministic) {
         gpu_forward_backward(&gpu, x, y);
         gpt2_gpu_download_floatx(gpu.grads, run == 0 ? first : second, n);
     }
-    gt_assert_identical("bf16 gradients of two runs", second, first, n);
+    char what[64];
+    snprintf(what, sizeof what, "bf16 gradients of two runs, chapter %02d", chapter);
+    gt_assert_identical(what, second, first, n);
     free(first);
     free(second);
     gpt2_gpu_free(&gpu);
     gpt2_cpu_free(&cpu);
+}
+
+Test(model, bf16_is_deterministic) {
+    for (int chapter = first_chapter(); chapter < chapter_count(); chapter++)
+        check_deterministic(chapter);
 }
 #endif
 
@@ -526,5 +576,6 @@ Test(model, forward_modes_agree) {
     check_forward_modes(first_chapter());
 #ifdef PRECISION_BF16
     check_forward_modes(4);  // the fused classifier: no probs, dlogits in place
+    check_forward_modes(5);  // flash attention
 #endif
 }
