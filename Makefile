@@ -516,6 +516,25 @@ check-exercises: $(EXERCISE_GPU_TESTS_BF16)
 -include $(shell find $(BF16_OBJ) -name '*.d' 2>/dev/null)
 # ---- end of the bf16 build -------------------------------------------------
 
+# ---- chapter 05's demo (after the bf16 build, whose libraries it links) ----
+# make demo-05: eager against flash attention, forward and backward, at
+# T = 256 .. 4096 (chapters/05_flash_attention/attention_sweep.cu), then
+# PyTorch's scaled_dot_product_attention on the same shapes (sdpa_sweep.py);
+# DEMO_CSV=path writes both into one table.
+.PHONY: demo-05
+demo-05: $(BUILD)/demos/attention_sweep
+	@if ! $(EXERCISE_HAVE_GPU); then echo "demo-05: no GPU here: built $<, not run"; exit 0; fi; \
+	$< $(DEMO_CSV) && python3 chapters/05_flash_attention/sdpa_sweep.py $(DEMO_CSV)
+
+# libcommon and libkernels (and the exercises') call each other: one group.
+$(BUILD)/demos/attention_sweep: $(BF16_OBJ)/chapters/05_flash_attention/attention_sweep.o \
+                                $(LIBKERNELS_BF16) $(BUILD)/lib$(EXERCISE_DIR)_bf16.a $(LIBCOMMON_BF16)
+	@mkdir -p $(dir $@)
+	$(NVCC) $(CUDA_ARCH) $< -Xlinker --start-group $(filter %.a,$^) -Xlinker --end-group -o $@ \
+	  -lcublasLt -lcublas -lgomp -lutf8proc -lm
+
+gpu-tests-run: $(BUILD)/demos/attention_sweep
+
 # ---- the kernel lab (after the bf16 build, whose libraries it links) -------
 # tools/kernel_lab/: every version of every kernel family, checked against the
 # CPU reference and timed at GPT-2 124M's shapes (tools/kernel_lab/lab.h), in

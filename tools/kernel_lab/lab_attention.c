@@ -1,29 +1,33 @@
-// lab_attention.c: causal self-attention's versions, forward and backward.
+// lab_attention.c: causal self-attention's versions, forward and backward,
+// through the model's own slots (lab_ops_of): chapter 00's eager attention
+// (the (B,NH,T,T) scores written out, cuBLAS GEMMs, a softmax kernel; the
+// backward slot zeroes dqkv first) and, in the bf16 build, chapter 05's
+// flash attention.
+//
+// Rates count the FLOPs of causal attention as FlashAttention's papers do,
+// whatever a version actually computes: forward, two GEMMs over half of the
+// T x T square, 4 * B*NH*T*T*hs / 2; backward 2.5 times that (five GEMMs).
+// The eager version computes the whole square, and the flash backward
+// computes two of its GEMMs twice: their rates are "useful" FLOP/s.
 #include <math.h>
 #include <stdlib.h>
 
 #include "attention.h"
+#include "attention_flash.h"
 #include "gpt2_cpu.h"
 #include "lab.h"
 
-typedef void (*AttentionForward)(const GpuContext *ctx, floatX *out, floatX *att, float *scratch,
-                                 const floatX *qkv, int B, int T, int C, int NH);
-typedef void (*AttentionBackward)(const GpuContext *ctx, floatX *dqkv, float *scratch,
-                                  const floatX *dout, const floatX *qkv, const floatX *att, int B,
-                                  int T, int C, int NH);
-
 static const struct {
     const char *name;
-    int chapter;
+    int chapter;       // the chapter whose slots run it
     int tensor_cores;  // the context's switch: in the fp32 build, chapter 01's TF32 GEMMs
-    AttentionForward fwd;
-    AttentionBackward bwd;
 } VERSIONS[] = {
 #ifdef PRECISION_BF16
-    {"v1 eager", 2, 1, attention_forward_v1, attention_backward_v1},
+    {"v1 eager", 2, 1},
+    {"v2 flash", 5, 1},
 #else
-    {"v1 eager fp32", 0, 0, attention_forward_v1, attention_backward_v1},
-    {"v1 eager tf32", 1, 1, attention_forward_v1, attention_backward_v1},
+    {"v1 eager fp32", 0, 0},
+    {"v1 eager tf32", 1, 1},
 #endif
 };
 
@@ -38,10 +42,13 @@ static double tolerance_of(int version) {
 
 typedef struct {
     int B, T, C, NH, version;
+    GpuOps ops;
     floatX *qkv, *out, *att, *dout, *dqkv;
-    float *scratch;
+    float *lse, *scratch;
 } Args;
 
+// Buffers for every version: the eager one's scores and scratch, the flash
+// one's lse.
 static Args upload(Lab *lab, int B, int T, int C, int NH, const float *qkv, const float *dout) {
     const size_t N = (size_t)B * T * C, A = (size_t)B * NH * T * T;
     size_t scratch = attention_forward_scratch_floats(B, T, C, NH);
@@ -51,23 +58,28 @@ static Args upload(Lab *lab, int B, int T, int C, int NH, const float *qkv, cons
     Args a = {.B = B, .T = T, .C = C, .NH = NH, .qkv = lab_upload_x(lab, qkv, 3 * N),
               .out = lab_upload_x(lab, zeros, N), .att = lab_alloc(lab, A * sizeof(floatX)),
               .dout = lab_upload_x(lab, dout, N), .dqkv = lab_upload_x(lab, zeros, 3 * N),
+              .lse = lab_alloc(lab, (size_t)B * NH * T * sizeof(float)),
               .scratch = lab_alloc(lab, scratch * sizeof(float))};
     free(zeros);
     return a;
 }
 
+static void use_version(Lab *lab, Args *a, int version) {
+    a->version = version;
+    a->ops = lab_ops_of(VERSIONS[version].chapter);
+    lab->ctx.tensor_cores = VERSIONS[version].tensor_cores;
+}
+
 static void run_forward(Lab *lab, void *p) {
     Args *a = p;
-    lab->ctx.tensor_cores = VERSIONS[a->version].tensor_cores;
-    VERSIONS[a->version].fwd(&lab->ctx, a->out, a->att, a->scratch, a->qkv, a->B, a->T, a->C,
-                             a->NH);
+    a->ops.attention_forward(&lab->ctx, a->out, a->att, a->lse, a->scratch, a->qkv, a->B, a->T,
+                             a->C, a->NH);
 }
 
 static void run_backward(Lab *lab, void *p) {
     Args *a = p;
-    lab->ctx.tensor_cores = VERSIONS[a->version].tensor_cores;
-    VERSIONS[a->version].bwd(&lab->ctx, a->dqkv, a->scratch, a->dout, a->qkv, a->att, a->B, a->T,
-                             a->C, a->NH);
+    a->ops.attention_backward(&lab->ctx, a->dqkv, a->scratch, a->dout, a->out, a->qkv, a->att,
+                              a->lse, a->B, a->T, a->C, a->NH);
 }
 
 void lab_attention(Lab *lab) {
@@ -87,22 +99,21 @@ void lab_attention(Lab *lab) {
     const size_t TN = (size_t)TB * TT * C;
     float *tqkv = lab_random_x(lab, 3 * TN, -1, 1), *tdout = lab_random_x(lab, TN, -1, 1);
     Args timed = upload(lab, TB, TT, C, NH, tqkv, tdout);
-    // Two GEMMs of T x T x hs per head forward (q k^T, att v), four backward.
-    const double gemm = 2.0 * TB * NH * (double)TT * TT * (C / NH);
+    const double forward_flops = 4.0 * TB * NH * (double)TT * TT * (C / NH) / 2;
     for (size_t i = 0; i < sizeof VERSIONS / sizeof VERSIONS[0]; i++) {
-        check.version = timed.version = (int)i;
+        use_version(lab, &check, (int)i);
+        use_version(lab, &timed, (int)i);
         run_forward(lab, &check);
-        CUDA_CHECK(cudaMemset(check.dqkv, 0, 3 * N * sizeof(floatX)));
         run_backward(lab, &check);
         float *g_out = lab_download_x(lab, check.out, N), *g_dqkv = lab_download_x(lab, check.dqkv, 3 * N);
         LabRow f = {"attention_forward", VERSIONS[i].name, "B16 T1024 NH12 hs64",
                     VERSIONS[i].chapter, lab_error(g_out, out, N), tolerance_of((int)i),
-                    lab_time_ms(lab, run_forward, &timed), 0, 2 * gemm};
+                    lab_time_ms(lab, run_forward, &timed), 0, forward_flops};
         lab_report(lab, &f);
         run_forward(lab, &timed);
         LabRow b = {"attention_backward", VERSIONS[i].name, "B16 T1024 NH12 hs64",
                     VERSIONS[i].chapter, lab_error(g_dqkv, dqkv, 3 * N), tolerance_of((int)i),
-                    lab_time_ms(lab, run_backward, &timed), 0, 4 * gemm};
+                    lab_time_ms(lab, run_backward, &timed), 0, 2.5 * forward_flops};
         lab_report(lab, &b);
         free(g_out), free(g_dqkv);
     }

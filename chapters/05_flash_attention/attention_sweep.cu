@@ -1,0 +1,170 @@
+// attention_sweep.cu: chapter 05's demo. Causal attention at GPT-2's heads
+// (12 heads of 64) and B=16, at T = 256 .. 4096, forward and backward, by
+// chapter 04's slots (eager: the (B,NH,T,T) scores written out) and chapter
+// 05's (flash): the time of each pass, and the memory each keeps for the
+// backward pass besides qkv and out, and uses as scratch. PyTorch's
+// scaled_dot_product_attention adds its rows to the same file
+// (chapters/05_flash_attention/sdpa_sweep.py); `make demo-05` runs both.
+//
+//   build/demos/attention_sweep [CSV] [--batch B] [--min-seq T] [--max-seq T] [--flash-only]
+//
+// Timing: the pass is captured K times over in a CUDA graph, the graph is
+// replayed, and the replay's time between two CUDA events is divided by K;
+// the median of REPEATS replays after WARMUP. A graph launches its kernels
+// back to back, so a pass of a few microseconds (T = 256) is timed without
+// the host's launch overhead, for us and for PyTorch alike.
+// TFLOP/s counts causal attention's FLOPs as FlashAttention's papers do:
+// forward 4 * B*NH*T*T*hs / 2, backward 2.5 times that.
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attention.h"
+#include "attention_flash.h"
+#include "gpu_ops.h"
+#include "util.h"
+
+#define NH 12
+#define HS 64
+#define K_PER_GRAPH 20
+#define WARMUP 3
+#define REPEATS 15
+
+typedef struct {
+    GpuOps ops;
+    int B, T;
+    floatX *qkv, *out, *att, *dout, *dqkv;
+    float *lse, *scratch;
+} Run;
+
+__global__ void fill_uniform_kernel(floatX *p, size_t n, unsigned seed) {
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        unsigned h = (unsigned)i * 2654435761u ^ seed;  // a cheap integer hash
+        h ^= h >> 16, h *= 0x7feb352du, h ^= h >> 15, h *= 0x846ca68bu, h ^= h >> 16;
+        p[i] = f2x((float)(h >> 8) * (2.0f / 16777216.0f) - 1.0f);
+    }
+}
+
+static floatX *alloc_random(size_t n, unsigned seed) {
+    floatX *p = (floatX *)gpu_malloc(n * sizeof(floatX), "attention_sweep buffer");
+    fill_uniform_kernel<<<1024, 256>>>(p, n, seed);
+    CUDA_CHECK(cudaGetLastError());
+    return p;
+}
+
+static void forward(const GpuContext *ctx, Run *r) {
+    r->ops.attention_forward(ctx, r->out, r->att, r->lse, r->scratch, r->qkv, r->B, r->T,
+                             NH * HS, NH);
+}
+
+static void backward(const GpuContext *ctx, Run *r) {
+    r->ops.attention_backward(ctx, r->dqkv, r->scratch, r->dout, r->out, r->qkv, r->att, r->lse,
+                              r->B, r->T, NH * HS, NH);
+}
+
+static int compare_floats(const void *a, const void *b) {
+    float x = *(const float *)a, y = *(const float *)b;
+    return (x > y) - (x < y);
+}
+
+// The median ms of one pass: K_PER_GRAPH passes captured in one graph.
+static double time_pass(GpuContext *ctx, Run *r, void (*pass)(const GpuContext *, Run *)) {
+    pass(ctx, r);  // once outside the graph: lazy loading, shared-memory limits
+    gpu_stream_sync(ctx, "the pass before capture");
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    CUDA_CHECK(cudaStreamBeginCapture(ctx->stream, cudaStreamCaptureModeThreadLocal));
+    for (int i = 0; i < K_PER_GRAPH; i++) pass(ctx, r);
+    CUDA_CHECK(cudaStreamEndCapture(ctx->stream, &graph));
+    CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+    cudaEvent_t start, end;
+    CUDA_CHECK(cudaEventCreate(&start));
+    CUDA_CHECK(cudaEventCreate(&end));
+    float ms[REPEATS];
+    for (int i = 0; i < WARMUP + REPEATS; i++) {
+        CUDA_CHECK(cudaEventRecord(start, ctx->stream));
+        CUDA_CHECK(cudaGraphLaunch(exec, ctx->stream));
+        CUDA_CHECK(cudaEventRecord(end, ctx->stream));
+        gpu_event_sync(end, "a timed graph of attention passes");
+        if (i >= WARMUP) CUDA_CHECK(cudaEventElapsedTime(&ms[i - WARMUP], start, end));
+    }
+    qsort(ms, REPEATS, sizeof ms[0], compare_floats);
+    CUDA_CHECK(cudaEventDestroy(start));
+    CUDA_CHECK(cudaEventDestroy(end));
+    CUDA_CHECK(cudaGraphExecDestroy(exec));
+    CUDA_CHECK(cudaGraphDestroy(graph));
+    return ms[REPEATS / 2] / K_PER_GRAPH;
+}
+
+int main(int argc, char **argv) {
+    const char *csv_path = NULL;
+    int B = 16, min_T = 256, max_T = 4096, flash_only = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--batch") && i + 1 < argc) B = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--min-seq") && i + 1 < argc) min_T = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--max-seq") && i + 1 < argc) max_T = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--flash-only")) flash_only = 1;
+        else if (argv[i][0] != '-' && !csv_path) csv_path = argv[i];
+        else die("usage: %s [CSV] [--batch B] [--min-seq T] [--max-seq T] [--flash-only]", argv[0]);
+    }
+    if (B < 1 || min_T < 1 || max_T < 1)
+        die("attention_sweep: --batch, --min-seq and --max-seq must be positive");
+    if (gpu_device_count() == 0) die("attention_sweep: no CUDA device");
+    GpuContext ctx;
+    gpu_context_init(&ctx, 0);
+    FILE *csv = NULL;
+    if (csv_path) {
+        csv = fopen(csv_path, "w");
+        if (!csv) die("%s: cannot open for writing", csv_path);
+        fprintf(csv, "impl,pass,B,T,NH,hs,ms,tflops,kept_mib,scratch_mib,kernels\n");
+    }
+    printf("%-8s %-8s %5s %10s %9s %10s %12s\n", "impl", "pass", "T", "ms", "TFLOP/s",
+           "kept MiB", "scratch MiB");
+    const int C = NH * HS;
+    const double mib = 1024.0 * 1024.0;
+    for (int T = min_T; T <= max_T; T *= 2) {
+        const size_t N = (size_t)B * T * C, A = (size_t)B * NH * T * T;
+        for (int flash = flash_only; flash <= 1; flash++) {
+            Optimizations o = chapter_optimizations(flash ? 5 : 4);
+            Run r;
+            memset(&r, 0, sizeof r);
+            r.ops = gpu_ops_select(&o, &ctx);  // which also turns off the sync after launches
+            r.B = B, r.T = T;
+            const size_t scratch = flash ? attention_backward_v2_scratch_floats(B, T, NH)
+                                         : attention_backward_scratch_floats(B, T, C, NH);
+            r.qkv = alloc_random(3 * N, 1), r.dout = alloc_random(N, 2);
+            r.out = (floatX *)gpu_malloc(N * sizeof(floatX), "out");
+            r.dqkv = (floatX *)gpu_malloc(3 * N * sizeof(floatX), "dqkv");
+            r.att = flash ? NULL : (floatX *)gpu_malloc(A * sizeof(floatX), "att");
+            r.lse = flash ? (float *)gpu_malloc((size_t)B * NH * T * sizeof(float), "lse") : NULL;
+            r.scratch = (float *)gpu_malloc(scratch * sizeof(float), "scratch");
+            const double kept = flash ? (double)B * NH * T * sizeof(float) : (double)A * sizeof(floatX);
+            // The eager scratch holds floatX arrays in a buffer sized in floats (attention.h).
+            const double scratch_bytes = flash ? (double)scratch * sizeof(float)
+                                               : (double)scratch * sizeof(floatX);
+            const double fwd_flops = 4.0 * B * NH * (double)T * T * HS / 2;
+            const char *impl = flash ? "flash" : "eager";
+            const char *kernels = flash ? "attention_forward_v2 / attention_backward_v2"
+                                        : "attention_forward_v1 / attention_backward_v1";
+            for (int pass = 0; pass < 2; pass++) {
+                if (pass == 1) forward(&ctx, &r);  // the backward pass reads what it kept
+                double ms = time_pass(&ctx, &r, pass ? backward : forward);
+                double flops = pass ? 2.5 * fwd_flops : fwd_flops;
+                double tflops = flops / (ms * 1e9);
+                const char *name = pass ? "backward" : "forward";
+                printf("%-8s %-8s %5d %10.4f %9.1f %10.1f %12.1f\n", impl, name, T, ms, tflops,
+                       kept / mib, scratch_bytes / mib);
+                if (csv)
+                    fprintf(csv, "%s,%s,%d,%d,%d,%d,%.5f,%.1f,%.1f,%.1f,%s\n", impl, name, B, T,
+                            NH, HS, ms, tflops, kept / mib, scratch_bytes / mib, kernels);
+            }
+            void *all[] = {r.qkv, r.dout, r.out, r.dqkv, r.att, r.lse, r.scratch};
+            for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) gpu_free(all[i]);
+        }
+    }
+    if (csv) fclose(csv);
+    gpu_context_free(&ctx);
+    return 0;
+}

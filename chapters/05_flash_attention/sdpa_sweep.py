@@ -1,0 +1,128 @@
+#!/usr/bin/env python3
+"""sdpa_sweep.py: chapter 05's demo, PyTorch's side. torch's
+scaled_dot_product_attention(is_causal=True) on the shapes and with the timing
+of build/demos/attention_sweep (attention_sweep.cu says how): B=16, 12 heads of
+64, T = 256 .. 4096, forward and backward, bf16. q, k and v are views of one
+(B, T, 3C) tensor, as in a GPT-2 whose qkv projection is one matmul; the
+backward pass is the gradient with respect to q, k and v.
+
+    python3 chapters/05_flash_attention/sdpa_sweep.py [CSV] [--batch B] [--max-seq T]
+
+Rows are appended to CSV (written by attention_sweep, same columns); the
+kernels column names the kernels that PyTorch ran (from its profiler), so that
+the table says which of its attention backends it chose.
+"""
+
+import argparse
+import sys
+
+import torch
+import torch.nn.functional as F
+
+NH, HS = 12, 64
+K_PER_GRAPH, WARMUP, REPEATS = 20, 3, 15
+
+
+def time_graph(fn, stream):
+    """Median ms of fn over REPEATS replays of a graph of K_PER_GRAPH calls,
+    captured on `stream`: the stream the forward pass ran on, which autograd
+    runs the backward pass on too."""
+    with torch.cuda.stream(stream):  # warm-up on the capturing stream, outside the capture
+        for _ in range(3):
+            fn()
+    stream.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, stream=stream):
+        for _ in range(K_PER_GRAPH):
+            fn()
+    times = []
+    with torch.cuda.stream(stream):
+        for i in range(WARMUP + REPEATS):
+            start = torch.cuda.Event(enable_timing=True)
+            end = torch.cuda.Event(enable_timing=True)
+            start.record()
+            graph.replay()
+            end.record()
+            end.synchronize()
+            if i >= WARMUP:
+                times.append(start.elapsed_time(end) / K_PER_GRAPH)
+    return sorted(times)[REPEATS // 2]
+
+
+def kernel_names(fn):
+    """The CUDA kernels one call of fn runs, by PyTorch's profiler."""
+    from torch.profiler import ProfilerActivity, profile
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize()
+    names = [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+    short = []
+    for n in names:
+        n = n.split("(")[0].split("<")[0].replace("void ", "").replace(",", ";").strip()
+        if n and n not in short:
+            short.append(n)
+    return " + ".join(short) or "?"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("csv", nargs="?")
+    ap.add_argument("--batch", type=int, default=16)
+    ap.add_argument("--min-seq", type=int, default=256)
+    ap.add_argument("--max-seq", type=int, default=4096)
+    ap.add_argument("--backend", choices=["default", "flash", "cudnn", "efficient"],
+                    default="default", help="force one of PyTorch's attention backends")
+    a = ap.parse_args()
+    if not torch.cuda.is_available():
+        sys.exit("sdpa_sweep: no CUDA device")
+    B, C = a.batch, NH * HS
+    out_file = open(a.csv, "a") if a.csv else None
+    print(f"# torch {torch.__version__}, {torch.cuda.get_device_name()}, backend {a.backend}")
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    backends = {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION,
+                "efficient": SDPBackend.EFFICIENT_ATTENTION}
+    label = "pytorch-sdpa" if a.backend == "default" else f"pytorch-sdpa-{a.backend}"
+    stream = torch.cuda.Stream()
+    T = a.min_seq
+    while T <= a.max_seq:
+        # Everything on one side stream: autograd runs a backward op on the
+        # stream its forward ran on, and a graph may capture only its own.
+        with torch.cuda.stream(stream):
+            g = torch.Generator(device="cuda").manual_seed(T)
+            qkv = (torch.rand(B, T, 3 * C, device="cuda", generator=g) * 2 - 1).to(torch.bfloat16)
+            qkv.requires_grad_(True)
+            dout = (torch.rand(B, NH, T, HS, device="cuda", generator=g) * 2 - 1).to(torch.bfloat16)
+            q, k, v = (x.view(B, T, NH, HS).transpose(1, 2) for x in qkv.split(C, dim=2))
+
+            def forward():
+                if a.backend == "default":
+                    return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+                with sdpa_kernel(backends[a.backend]):
+                    return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+            out = forward()
+        stream.synchronize()
+
+        def backward():
+            return torch.autograd.grad(out, (q, k, v), dout, retain_graph=True)
+
+        fwd_flops = 4.0 * B * NH * T * T * HS / 2
+        kept = B * NH * T * 4 / 2**20  # its logsumexp, fp32, per row
+        for name, fn, flops in (("forward", forward, fwd_flops),
+                                ("backward", backward, 2.5 * fwd_flops)):
+            ms = time_graph(fn, stream)
+            with torch.cuda.stream(stream):
+                kernels = kernel_names(fn)
+            tflops = flops / (ms * 1e9)
+            print(f"{label:14s} {name:8s} {T:5d} {ms:10.4f} {tflops:9.1f}   {kernels}")
+            if out_file:
+                out_file.write(f"{label},{name},{B},{T},{NH},{HS},{ms:.5f},{tflops:.1f},"
+                               f"{kept:.1f},,{kernels}\n")
+        del qkv, dout, q, k, v, out
+        T *= 2
+    if out_file:
+        out_file.close()
+
+
+if __name__ == "__main__":
+    main()
