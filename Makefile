@@ -59,6 +59,11 @@ NVCCFLAGS ?= -O3 -g -lineinfo
 NVCCFLAGS += $(CUDA_ARCH) -std=c++17 -Icommon -Ikernels -Xcompiler -Wall,-Wextra \
              --Werror all-warnings -MMD -MP
 KERNEL_SRCS := $(wildcard kernels/*.cu)
+# Hopper's warpgroup products (wgmma) exist on sm_90a only: the one file that
+# uses them is built for it (the H100 and H200 run sm_90 and sm_90a code alike).
+HOPPER_ARCH := -gencode arch=compute_90a,code=sm_90a
+$(BUILD)/obj/kernels/attention_flash_hopper.o $(BUILD)/obj_bf16/kernels/attention_flash_hopper.o: \
+  CUDA_ARCH := $(HOPPER_ARCH)
 KERNEL_OBJS := $(KERNEL_SRCS:%.cu=$(BUILD)/obj/%.o)
 LIBKERNELS  := $(BUILD)/libkernels.a
 CUDA_LIBS   := -L$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lcudart -lstdc++ -ldl -lpthread -lrt

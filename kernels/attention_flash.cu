@@ -13,12 +13,9 @@
 #include "util.h"
 
 #ifdef PRECISION_BF16
-#include "mma.cuh"
-#include "reduce.cuh"
+#include "attention_tiles.cuh"
 
 namespace {
-
-typedef __nv_bfloat16 bf16;
 
 // The forward pass: 128 queries per block, 32 per warp (two m-tiles of 16,
 // which share every fragment of K and V they load), against tiles of 64 keys.
@@ -26,42 +23,6 @@ constexpr int FWD_WARPS = 4, FWD_THREADS = FWD_WARPS * WARP_SIZE;
 constexpr int FWD_ROWS_PER_WARP = 32, KEYS = 64, FWD_QUERIES = FWD_WARPS * FWD_ROWS_PER_WARP;
 // The backward pass: tiles of 64 rows, 16 per warp, on both sides.
 constexpr int BWD_WARPS = 4, BWD_THREADS = BWD_WARPS * WARP_SIZE, BWD_ROWS = BWD_WARPS * 16;
-constexpr float LOG2E = 1.4426950408889634f, LN2 = 0.6931471805599453f;
-
-// 2^x, by the SFU's approximation (2 ulp), results below 2^-126 flushed to 0:
-// one instruction, where exp2f adds a few to keep denormal results.
-__device__ __forceinline__ float fast_exp2(float x) {
-    float y;
-    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-    return y;
-}
-
-// ---- tiles in shared memory ------------------------------------------------------
-// A tile of rows of HS bf16 values, row-major, with each row's 16-byte
-// chunks permuted: chunk c of row r is stored at chunk c ^ (r % 8) (c ^ (r %
-// chunks) in rows of fewer than 8 chunks). ldmatrix reads one chunk of each
-// of 8 consecutive rows: in rows of 128 bytes, unpermuted, those 8 chunks sit
-// in the same 4 of the 32 banks and are served one after another; permuted,
-// they cover all 32 banks and are served at once.
-template <int HS>
-__device__ __forceinline__ int tile_offset(int row, int chunk) {
-    constexpr int CHUNKS = HS / 8, MASK = (CHUNKS < 8 ? CHUNKS : 8) - 1;
-    return row * HS + ((chunk ^ (row & MASK)) << 3);
-}
-
-// Rows [row0, row0 + ROWS) of one head of a (B,T,·) tensor into a tile, all
-// threads of the block together, 16 bytes per copy. `head` is the head's
-// first column in row 0 of the sequence; `ld` the tensor's row stride.
-// Rows at or past T become zeros: they are computed with and never stored.
-template <int ROWS, int HS>
-__device__ __forceinline__ void load_tile(bf16 *tile, const bf16 *head, int ld, int row0, int T) {
-    constexpr int CHUNKS = HS / 8;
-    for (int i = threadIdx.x; i < ROWS * CHUNKS; i += blockDim.x) {
-        const int r = i / CHUNKS, c = i % CHUNKS, t = row0 + r;
-        const bf16 *src = head + (size_t)(t < T ? t : 0) * ld + c * 8;
-        cp_async_16(tile + tile_offset<HS>(r, c), src, t < T ? 16 : 0);
-    }
-}
 
 // ---- fragments of a tile ------------------------------------------------------------
 // The A fragment of rows [row0, row0 + 16) and columns [col0, col0 + 16).
@@ -85,7 +46,8 @@ __device__ __forceinline__ void load_b_rows(uint32_t (&b)[4], const bf16 *tile, 
 template <int HS>
 __device__ __forceinline__ void load_b_cols(uint32_t (&b)[4], const bf16 *tile, int k0, int n0) {
     const int lane = threadIdx.x % WARP_SIZE;
-    ldmatrix_x4_trans(b, tile + tile_offset<HS>(k0 + lane % 8 + lane / 8 % 2 * 8, n0 / 8 + lane / 16));
+    const int row = k0 + lane % 8 + lane / 8 % 2 * 8, chunk = n0 / 8 + lane / 16;
+    ldmatrix_x4_trans(b, tile + tile_offset<HS>(row, chunk));
 }
 
 // ---- a warp's two kinds of product --------------------------------------------------
@@ -141,92 +103,7 @@ __device__ __forceinline__ void mma_with_probs(float (&acc)[MT][HS / 8][4],
 }
 // ANCHOR_END: warp_products
 
-// A warp's rows of accumulators (MT*16 rows x HS), times `factor`, into rows
-// [t0, t0 + MT*16) of one head of a (B,T,·) tensor (`head`, `ld` as
-// load_tile's). They go through the warp's own rows of a tile, `staging`
-// (rows no other warp reads), as bf16 pairs, and then out 16 bytes per lane,
-// whole rows at a time. Rows at or past T are not written.
-template <int HS, int MT>
-__device__ __forceinline__ void store_warp_rows(bf16 *head, int ld, int t0, int T,
-                                                float (&acc)[MT][HS / 8][4], float factor,
-                                                bf16 *staging, int staging_row0) {
-    constexpr int CHUNKS = HS / 8;
-    const int lane = threadIdx.x % WARP_SIZE, g = lane / 4, t4 = lane % 4;
-#pragma unroll
-    for (int mt = 0; mt < MT; mt++)
-#pragma unroll
-        for (int nt = 0; nt < HS / 8; nt++)
-#pragma unroll
-            for (int half = 0; half < 2; half++) {
-                const int r = staging_row0 + mt * 16 + g + 8 * half;
-                *reinterpret_cast<uint32_t *>(staging + tile_offset<HS>(r, nt) + 2 * t4) =
-                    pack_bf16(acc[mt][nt][2 * half] * factor, acc[mt][nt][2 * half + 1] * factor);
-            }
-    __syncwarp();
-    for (int i = lane; i < MT * 16 * CHUNKS; i += WARP_SIZE) {
-        const int r = i / CHUNKS, c = i % CHUNKS, t = t0 + r;
-        if (t < T)
-            *reinterpret_cast<uint4 *>(head + (size_t)t * ld + c * 8) =
-                *reinterpret_cast<const uint4 *>(staging + tile_offset<HS>(staging_row0 + r, c));
-    }
-}
-
 // ---- the forward pass ---------------------------------------------------------------
-// ANCHOR: online_softmax
-// One tile of scores into probabilities, with the running statistics of each
-// of the thread's rows: the maximum m (in units of log2: scores x times
-// scale_log2 = log2(e) / sqrt(hs)) and the sum l of 2^(x scale_log2 - m)
-// over the keys seen so far. When a
-// tile raises a row's maximum, what was summed so far, l and the row's
-// output o, is rescaled by 2^(m_old - m_new): the online softmax. Keys after
-// a row's query (causal mask, `mask` on tiles that cross the diagonal) count
-// as -infinity. A thread holds rows g and g + 8 of each m-tile, and 2 of the
-// 8 columns of every n-tile: the 4 threads of a quad (lanes 4g..4g+3) share
-// rows, so a row's maximum is reduced across the quad.
-template <int HS, int MT>
-__device__ __forceinline__ void online_softmax(float (&s)[MT][KEYS / 8][4], float (&m)[MT][2],
-                                               float (&l)[MT][2], float (&o)[MT][HS / 8][4],
-                                               int row0, int key0, bool mask, float scale_log2) {
-    const int lane = threadIdx.x % WARP_SIZE, g = lane / 4, t4 = lane % 4;
-#pragma unroll
-    for (int mt = 0; mt < MT; mt++)
-#pragma unroll
-        for (int half = 0; half < 2; half++) {
-            const int row = row0 + mt * 16 + g + 8 * half;
-            float tile_max = -INFINITY;
-#pragma unroll
-            for (int nt = 0; nt < KEYS / 8; nt++)
-#pragma unroll
-                for (int e = 0; e < 2; e++) {
-                    if (mask && key0 + nt * 8 + 2 * t4 + e > row) s[mt][nt][2 * half + e] = -INFINITY;
-                    tile_max = fmaxf(tile_max, s[mt][nt][2 * half + e]);
-                }
-            tile_max = fmaxf(tile_max, __shfl_xor_sync(FULL_MASK, tile_max, 1));
-            tile_max = fmaxf(tile_max, __shfl_xor_sync(FULL_MASK, tile_max, 2));
-            // Every row sees key 0 in the first tile, so m_new is finite from
-            // then on; on the first tile m is -inf and the rescaling is by 0.
-            const float m_new = fmaxf(m[mt][half], tile_max * scale_log2);
-            const float rescale = fast_exp2(m[mt][half] - m_new);
-            m[mt][half] = m_new;
-            float sum = 0.0f;
-#pragma unroll
-            for (int nt = 0; nt < KEYS / 8; nt++)
-#pragma unroll
-                for (int e = 0; e < 2; e++) {
-                    const float p = fast_exp2(fmaf(s[mt][nt][2 * half + e], scale_log2, -m_new));
-                    s[mt][nt][2 * half + e] = p;
-                    sum += p;
-                }
-            l[mt][half] = l[mt][half] * rescale + sum;  // this thread's columns only
-#pragma unroll
-            for (int nt = 0; nt < HS / 8; nt++) {
-                o[mt][nt][2 * half] *= rescale;
-                o[mt][nt][2 * half + 1] *= rescale;
-            }
-        }
-}
-// ANCHOR_END: online_softmax
-
 // ANCHOR: forward_kernel
 // Grid (B*NH, query tiles); the tiles with the most keys to visit (the last
 // queries) are started first, so that the short ones fill the gaps at the end.
@@ -248,9 +125,9 @@ __global__ void __launch_bounds__(FWD_THREADS, 2)
     // Causal: the key tiles up to the one holding the block's last query.
     const int tiles = (min(q0 + FWD_QUERIES, T) - 1) / KEYS + 1;
 
-    load_tile<FWD_QUERIES, HS>(sq, q, ld, q0, T);
-    load_tile<KEYS, HS>(sk, k, ld, 0, T);
-    load_tile<KEYS, HS>(sv, v, ld, 0, T);
+    load_tile<FWD_QUERIES, HS, FWD_THREADS>(sq, q, ld, q0, T);
+    load_tile<KEYS, HS, FWD_THREADS>(sk, k, ld, 0, T);
+    load_tile<KEYS, HS, FWD_THREADS>(sv, v, ld, 0, T);
     cp_async_commit();
 
     uint32_t qf[MT][HS / 16][4];
@@ -261,8 +138,9 @@ __global__ void __launch_bounds__(FWD_THREADS, 2)
     for (int j = 0; j < tiles; j++) {
         const int stage = j % 2;
         if (j + 1 < tiles) {  // the next tile, into the other stage, while this one is used
-            load_tile<KEYS, HS>(sk + (1 - stage) * KEYS * HS, k, ld, (j + 1) * KEYS, T);
-            load_tile<KEYS, HS>(sv + (1 - stage) * KEYS * HS, v, ld, (j + 1) * KEYS, T);
+            const int k0 = (j + 1) * KEYS;
+            load_tile<KEYS, HS, FWD_THREADS>(sk + (1 - stage) * KEYS * HS, k, ld, k0, T);
+            load_tile<KEYS, HS, FWD_THREADS>(sv + (1 - stage) * KEYS * HS, v, ld, k0, T);
         }
         cp_async_commit();
         cp_async_wait<1>();  // everything but the group just issued has arrived
@@ -271,13 +149,14 @@ __global__ void __launch_bounds__(FWD_THREADS, 2)
 #pragma unroll
             for (int mt = 0; mt < MT; mt++)
 #pragma unroll
-                for (int kk = 0; kk < HS / 16; kk++) load_a<HS>(qf[mt][kk], sq, row0 + mt * 16, kk * 16);
+                for (int kk = 0; kk < HS / 16; kk++)
+                    load_a<HS>(qf[mt][kk], sq, row0 + mt * 16, kk * 16);
         // A warp whose rows all come before this tile's first key skips it.
         if (q0 + row0 + FWD_ROWS_PER_WARP - 1 >= j * KEYS) {
             float s[MT][KEYS / 8][4] = {};
             mma_with_rows<HS, MT, KEYS>(s, qf, sk + stage * KEYS * HS);  // S = Q K^T
             const bool mask = (j + 1) * KEYS > q0 + row0;  // the tile crosses the warp's diagonal
-            online_softmax<HS, MT>(s, m, l, o, q0 + row0, j * KEYS, mask, scale_log2);
+            online_softmax<HS, MT, KEYS>(s, m, l, o, q0 + row0, j * KEYS, mask, scale_log2);
             mma_with_probs<HS, MT, KEYS>(o, s, sv + stage * KEYS * HS);  // O += P V
         }
         __syncthreads();  // the stage is free for the load two tiles on
@@ -306,41 +185,6 @@ __global__ void __launch_bounds__(FWD_THREADS, 2)
 // ANCHOR_END: forward_kernel
 
 // ---- the backward pass --------------------------------------------------------------
-// ANCHOR: delta_kernel
-// D[b,h,t] = sum over the head's channels of dout * out: the dot product of
-// each row of P with its row of dP (sum_j P_tj dP_tj = dO_t . O_t), which
-// every dS = P * (dP - D) needs. One warp per (b, t) row of C values; each
-// lane multiplies 8 pairs, then the HS/8 lanes of each head add theirs.
-template <int HS>
-__global__ void flash_attention_delta_kernel(float *delta, const bf16 *dout, const bf16 *out,
-                                             int BT, int T, int NH) {
-    constexpr int CHUNKS = HS / 8;  // lanes per head: a power of two that divides 32
-    const int row = blockIdx.x * BWD_WARPS + threadIdx.x / WARP_SIZE, lane = threadIdx.x % WARP_SIZE;
-    if (row >= BT) return;
-    const int C = NH * HS, b = row / T, t = row % T;
-    for (int base = 0; base < C / 8; base += WARP_SIZE) {
-        const int c = base + lane;
-        float sum = 0.0f;
-        if (c < C / 8) {
-            uint4 x = *reinterpret_cast<const uint4 *>(dout + (size_t)row * C + c * 8);
-            uint4 y = *reinterpret_cast<const uint4 *>(out + (size_t)row * C + c * 8);
-            const bf16 *dx = reinterpret_cast<const bf16 *>(&x), *dy = reinterpret_cast<const bf16 *>(&y);
-            for (int i = 0; i < 8; i++) sum += __bfloat162float(dx[i]) * __bfloat162float(dy[i]);
-        }
-        for (int offset = 1; offset < CHUNKS; offset *= 2) sum += __shfl_xor_sync(FULL_MASK, sum, offset);
-        if (c < C / 8 && c % CHUNKS == 0) delta[((size_t)b * NH + c / CHUNKS) * T + t] = sum;
-    }
-}
-// ANCHOR_END: delta_kernel
-
-// Rows [row0, row0 + BWD_ROWS) of one (b, h) row of lse or of D into shared
-// memory, 0 past T, 4 bytes per copy (rows of T floats need not start on 16
-// bytes), asynchronously with the tiles.
-__device__ __forceinline__ void load_row_stats(float *dst, const float *src, int row0, int T) {
-    for (int i = threadIdx.x; i < BWD_ROWS; i += blockDim.x)
-        cp_async_4(dst + i, src + (row0 + i < T ? row0 + i : 0), row0 + i < T ? 4 : 0);
-}
-
 // ANCHOR: dkdv_kernel
 // dK and dV of a tile of 64 keys: grid (B*NH, key tiles), key tile 0 (which
 // every query sees) first. Each warp owns 16 keys and keeps their K and V as
@@ -367,12 +211,12 @@ __global__ void __launch_bounds__(BWD_THREADS, 2)
     const int g = lane / 4, t4 = lane % 4;
     const float scale = 1.0f / sqrtf((float)HS), scale_log2 = scale * LOG2E;
 
-    load_tile<R, HS>(sk, k, ld, k0, T);
-    load_tile<R, HS>(sv, v, ld, k0, T);
-    load_tile<R, HS>(sq, q, ld, first * R, T);
-    load_tile<R, HS>(sdo, dout_head, C, first * R, T);
-    load_row_stats(slse, lse_row, first * R, T);
-    load_row_stats(sdelta, delta_row, first * R, T);
+    load_tile<R, HS, BWD_THREADS>(sk, k, ld, k0, T);
+    load_tile<R, HS, BWD_THREADS>(sv, v, ld, k0, T);
+    load_tile<R, HS, BWD_THREADS>(sq, q, ld, first * R, T);
+    load_tile<R, HS, BWD_THREADS>(sdo, dout_head, C, first * R, T);
+    load_row_stats<R>(slse, lse_row, first * R, T);
+    load_row_stats<R>(sdelta, delta_row, first * R, T);
     cp_async_commit();
     cp_async_wait<0>();
     __syncthreads();
@@ -387,10 +231,10 @@ __global__ void __launch_bounds__(BWD_THREADS, 2)
     for (int i = first; i < tiles; i++) {
         const int stage = (i - first) % 2, next = 1 - stage, q0 = i * R;
         if (i + 1 < tiles) {
-            load_tile<R, HS>(sq + next * R * HS, q, ld, q0 + R, T);
-            load_tile<R, HS>(sdo + next * R * HS, dout_head, C, q0 + R, T);
-            load_row_stats(slse + next * R, lse_row, q0 + R, T);
-            load_row_stats(sdelta + next * R, delta_row, q0 + R, T);
+            load_tile<R, HS, BWD_THREADS>(sq + next * R * HS, q, ld, q0 + R, T);
+            load_tile<R, HS, BWD_THREADS>(sdo + next * R * HS, dout_head, C, q0 + R, T);
+            load_row_stats<R>(slse + next * R, lse_row, q0 + R, T);
+            load_row_stats<R>(sdelta + next * R, delta_row, q0 + R, T);
         }
         cp_async_commit();
         cp_async_wait<1>();
@@ -447,10 +291,10 @@ __global__ void __launch_bounds__(BWD_THREADS, 2)
     const int g = lane / 4, t4 = lane % 4, row0 = q0 + warp * 16;
     const float scale = 1.0f / sqrtf((float)HS), scale_log2 = scale * LOG2E;
 
-    load_tile<R, HS>(sq, q, ld, q0, T);
-    load_tile<R, HS>(sdo, dout + (size_t)b * T * C + h * HS, C, q0, T);
-    load_tile<R, HS>(sk, k, ld, 0, T);
-    load_tile<R, HS>(sv, v, ld, 0, T);
+    load_tile<R, HS, BWD_THREADS>(sq, q, ld, q0, T);
+    load_tile<R, HS, BWD_THREADS>(sdo, dout + (size_t)b * T * C + h * HS, C, q0, T);
+    load_tile<R, HS, BWD_THREADS>(sk, k, ld, 0, T);
+    load_tile<R, HS, BWD_THREADS>(sv, v, ld, 0, T);
     cp_async_commit();
     float row_lse[2], row_delta[2];  // rows g and g + 8 of the warp's 16
 #pragma unroll
@@ -465,8 +309,9 @@ __global__ void __launch_bounds__(BWD_THREADS, 2)
     for (int j = 0; j < tiles; j++) {
         const int stage = j % 2;
         if (j + 1 < tiles) {
-            load_tile<R, HS>(sk + (1 - stage) * R * HS, k, ld, (j + 1) * R, T);
-            load_tile<R, HS>(sv + (1 - stage) * R * HS, v, ld, (j + 1) * R, T);
+            const int k0 = (j + 1) * R;
+            load_tile<R, HS, BWD_THREADS>(sk + (1 - stage) * R * HS, k, ld, k0, T);
+            load_tile<R, HS, BWD_THREADS>(sv + (1 - stage) * R * HS, v, ld, k0, T);
         }
         cp_async_commit();
         cp_async_wait<1>();
@@ -523,8 +368,8 @@ void forward(const GpuContext *ctx, floatX *out, float *lse, const floatX *qkv, 
 template <int HS>
 void backward(const GpuContext *ctx, floatX *dqkv, float *delta, const floatX *dout,
               const floatX *out, const floatX *qkv, const float *lse, int B, int T, int NH) {
-    flash_attention_delta_kernel<HS><<<(B * T + BWD_WARPS - 1) / BWD_WARPS, BWD_THREADS, 0,
-                                       ctx->stream>>>(
+    const int delta_blocks = (B * T + DELTA_WARPS - 1) / DELTA_WARPS;
+    flash_attention_delta_kernel<HS><<<delta_blocks, DELTA_WARPS * WARP_SIZE, 0, ctx->stream>>>(
         delta, dout, out, B * T, T, NH);
     gpu_check_launch(ctx, "flash_attention_delta_kernel");
     dim3 grid(B * NH, (T + BWD_ROWS - 1) / BWD_ROWS);

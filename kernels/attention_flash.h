@@ -2,8 +2,13 @@
 // the same function as attention.h's eager version, computed tile by tile
 // in on-chip memory, without ever writing the (B,NH,T,T) scores. Our own
 // kernels in the style of FlashAttention-2 (Dao, 2023), on the tensor cores
-// (mma.sync, bf16 products added in fp32), for the bf16 build only: in the
-// fp32 build the launchers stop with a message.
+// (bf16 products added in fp32), for the bf16 build only: in the fp32 build
+// the launchers stop with a message. Two versions of the same algorithm:
+//   v2  attention_flash.cu: mma.sync, a warp's product (any GPU since the A100)
+//   v3  attention_flash_hopper.cu: wgmma, a warpgroup's (the H100 and H200),
+//       heads of 64 only
+// The same inputs give the two versions' outputs within bf16 rounding: they
+// add the same products in a different order inside the tensor cores.
 //
 // Shapes, row-major, as attention.h: qkv (B,T,3C) holds q, k and v side by
 // side, head h at channels [h*hs, (h+1)*hs) of each, hs = C/NH; out (B,T,C).
@@ -44,6 +49,13 @@ size_t attention_backward_v2_scratch_floats(int B, int T, int NH);
 // D = rowsum(dout * out) per (b, h, t) into scratch; dk and dv, one block
 // per tile of keys; dq, one block per tile of queries.
 void attention_backward_v2(const GpuContext *ctx, floatX *dqkv, float *scratch,
+                           const floatX *dout, const floatX *out, const floatX *qkv,
+                           const float *lse, int B, int T, int C, int NH);
+
+// v3: the same contracts as v2, heads of 64 only.
+void attention_forward_v3(const GpuContext *ctx, floatX *out, float *lse, const floatX *qkv,
+                          int B, int T, int C, int NH);
+void attention_backward_v3(const GpuContext *ctx, floatX *dqkv, float *scratch,
                            const floatX *dout, const floatX *out, const floatX *qkv,
                            const float *lse, int B, int T, int C, int NH);
 

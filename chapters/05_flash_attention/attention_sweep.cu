@@ -1,8 +1,9 @@
 // attention_sweep.cu: chapter 05's demo. Causal attention at GPT-2's heads
 // (12 heads of 64) and B=16, at T = 256 .. 4096, forward and backward, by
-// chapter 04's slots (eager: the (B,NH,T,T) scores written out) and chapter
-// 05's (flash): the time of each pass, and the memory each keeps for the
-// backward pass besides qkv and out, and uses as scratch. PyTorch's
+// chapter 04's slots (eager: the (B,NH,T,T) scores written out) and by
+// chapter 05's two flash versions (v2: mma.sync; v3: wgmma, what chapter 05's
+// slots run at heads of 64): the time of each pass, and the memory each
+// keeps for the backward pass besides qkv and out, and uses as scratch. PyTorch's
 // scaled_dot_product_attention adds its rows to the same file
 // (chapters/05_flash_attention/sdpa_sweep.py); `make demo-05` runs both.
 //
@@ -31,7 +32,10 @@
 #define WARMUP 3
 #define REPEATS 15
 
+typedef enum { EAGER, FLASH_V2, FLASH_V3, NUM_IMPLS } Impl;
+
 typedef struct {
+    Impl impl;
     GpuOps ops;
     int B, T;
     floatX *qkv, *out, *att, *dout, *dqkv;
@@ -54,14 +58,28 @@ static floatX *alloc_random(size_t n, unsigned seed) {
     return p;
 }
 
+static const char *const IMPL_NAMES[] = {"eager", "flash-v2", "flash-v3"};
+static const char *const IMPL_KERNELS[] = {"attention_forward_v1 / attention_backward_v1",
+                                           "attention_forward_v2 / attention_backward_v2",
+                                           "attention_forward_v3 / attention_backward_v3"};
+
+// Eager and v3 through chapter 04's and chapter 05's slots; v2 by name (the
+// flash slot picks v3 at heads of 64).
 static void forward(const GpuContext *ctx, Run *r) {
-    r->ops.attention_forward(ctx, r->out, r->att, r->lse, r->scratch, r->qkv, r->B, r->T,
-                             NH * HS, NH);
+    if (r->impl == FLASH_V2)
+        attention_forward_v2(ctx, r->out, r->lse, r->qkv, r->B, r->T, NH * HS, NH);
+    else
+        r->ops.attention_forward(ctx, r->out, r->att, r->lse, r->scratch, r->qkv, r->B, r->T,
+                                 NH * HS, NH);
 }
 
 static void backward(const GpuContext *ctx, Run *r) {
-    r->ops.attention_backward(ctx, r->dqkv, r->scratch, r->dout, r->out, r->qkv, r->att, r->lse,
-                              r->B, r->T, NH * HS, NH);
+    if (r->impl == FLASH_V2)
+        attention_backward_v2(ctx, r->dqkv, r->scratch, r->dout, r->out, r->qkv, r->lse, r->B,
+                              r->T, NH * HS, NH);
+    else
+        r->ops.attention_backward(ctx, r->dqkv, r->scratch, r->dout, r->out, r->qkv, r->att,
+                                  r->lse, r->B, r->T, NH * HS, NH);
 }
 
 static int compare_floats(const void *a, const void *b) {
@@ -126,12 +144,13 @@ int main(int argc, char **argv) {
     const double mib = 1024.0 * 1024.0;
     for (int T = min_T; T <= max_T; T *= 2) {
         const size_t N = (size_t)B * T * C, A = (size_t)B * NH * T * T;
-        for (int flash = flash_only; flash <= 1; flash++) {
+        for (int impl = flash_only ? FLASH_V2 : EAGER; impl < NUM_IMPLS; impl++) {
+            const int flash = impl != EAGER;
             Optimizations o = chapter_optimizations(flash ? 5 : 4);
             Run r;
             memset(&r, 0, sizeof r);
             r.ops = gpu_ops_select(&o, &ctx);  // which also turns off the sync after launches
-            r.B = B, r.T = T;
+            r.impl = (Impl)impl, r.B = B, r.T = T;
             const size_t scratch = flash ? attention_backward_v2_scratch_floats(B, T, NH)
                                          : attention_backward_scratch_floats(B, T, C, NH);
             r.qkv = alloc_random(3 * N, 1), r.dout = alloc_random(N, 2);
@@ -140,25 +159,24 @@ int main(int argc, char **argv) {
             r.att = flash ? NULL : (floatX *)gpu_malloc(A * sizeof(floatX), "att");
             r.lse = flash ? (float *)gpu_malloc((size_t)B * NH * T * sizeof(float), "lse") : NULL;
             r.scratch = (float *)gpu_malloc(scratch * sizeof(float), "scratch");
-            const double kept = flash ? (double)B * NH * T * sizeof(float) : (double)A * sizeof(floatX);
+            const double kept =
+                flash ? (double)B * NH * T * sizeof(float) : (double)A * sizeof(floatX);
             // The eager scratch holds floatX arrays in a buffer sized in floats (attention.h).
             const double scratch_bytes = flash ? (double)scratch * sizeof(float)
                                                : (double)scratch * sizeof(floatX);
             const double fwd_flops = 4.0 * B * NH * (double)T * T * HS / 2;
-            const char *impl = flash ? "flash" : "eager";
-            const char *kernels = flash ? "attention_forward_v2 / attention_backward_v2"
-                                        : "attention_forward_v1 / attention_backward_v1";
+            const char *name_of_impl = IMPL_NAMES[impl], *kernels = IMPL_KERNELS[impl];
             for (int pass = 0; pass < 2; pass++) {
                 if (pass == 1) forward(&ctx, &r);  // the backward pass reads what it kept
                 double ms = time_pass(&ctx, &r, pass ? backward : forward);
                 double flops = pass ? 2.5 * fwd_flops : fwd_flops;
                 double tflops = flops / (ms * 1e9);
                 const char *name = pass ? "backward" : "forward";
-                printf("%-8s %-8s %5d %10.4f %9.1f %10.1f %12.1f\n", impl, name, T, ms, tflops,
-                       kept / mib, scratch_bytes / mib);
+                printf("%-8s %-8s %5d %10.4f %9.1f %10.1f %12.1f\n", name_of_impl, name, T, ms,
+                       tflops, kept / mib, scratch_bytes / mib);
                 if (csv)
-                    fprintf(csv, "%s,%s,%d,%d,%d,%d,%.5f,%.1f,%.1f,%.1f,%s\n", impl, name, B, T,
-                            NH, HS, ms, tflops, kept / mib, scratch_bytes / mib, kernels);
+                    fprintf(csv, "%s,%s,%d,%d,%d,%d,%.5f,%.1f,%.1f,%.1f,%s\n", name_of_impl, name,
+                            B, T, NH, HS, ms, tflops, kept / mib, scratch_bytes / mib, kernels);
             }
             void *all[] = {r.qkv, r.dout, r.out, r.dqkv, r.att, r.lse, r.scratch};
             for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) gpu_free(all[i]);

@@ -31,7 +31,8 @@ void online_softmax_tile(OnlineSoftmax *s, const float *q, const float *k, const
     // EXERCISE STUB: (void)q, (void)k, (void)v, (void)n, (void)ld, (void)scale;
     // EXERCISE STUB: s->m = s->l = NAN;  // every result is NaN until this is written
     float tile_max = -INFINITY;
-    for (int i = 0; i < n; i++) tile_max = fmaxf(tile_max, dot(q, k + (size_t)i * ld, s->hs) * scale);
+    for (int i = 0; i < n; i++)
+        tile_max = fmaxf(tile_max, dot(q, k + (size_t)i * ld, s->hs) * scale);
     const float m_new = fmaxf(s->m, tile_max);
     // What was summed so far is relative to the old maximum: bring it to the
     // new one. Before the first key, m = -inf and the factor is exp(-inf) = 0

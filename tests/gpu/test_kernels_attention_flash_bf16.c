@@ -1,10 +1,10 @@
-// test_kernels_attention_flash_bf16.c: chapter 05's flash attention
-// (attention_forward_v2, attention_backward_v2; bf16 build only) against the
-// CPU reference, against chapter 04's eager attention (attention_*_v1), and
-// against itself run twice. The shapes are chosen to cross every edge of the
-// kernels' tiles (128 queries forward, 64 keys and 64 queries backward):
-// T below one tile, T not a multiple of either, 3 heads, batches of 5, and
-// the three head sizes the kernels are built for.
+// test_kernels_attention_flash_bf16.c: chapter 05's flash attention, both
+// versions (v2, mma.sync; v3, wgmma, heads of 64; bf16 build only), against
+// the CPU reference, against chapter 04's eager attention (attention_*_v1),
+// against each other, and against themselves run twice. The shapes are
+// chosen to cross every edge of the kernels' tiles (128 queries forward, 64
+// keys and 64 queries backward): T below one tile, T not a multiple of
+// either, 3 heads, batches of 5, and the head sizes the kernels are built for.
 #include "attention.h"
 #include "attention_flash.h"
 #include "compare.h"
@@ -49,14 +49,31 @@ typedef struct {
     float *out, *lse, *dqkv;
 } Results;
 
-static Results run_flash(Shape s, const floatX *d_qkv, const floatX *d_dout) {
+typedef struct {
+    const char *name;
+    void (*forward)(const GpuContext *ctx, floatX *out, float *lse, const floatX *qkv, int B,
+                    int T, int C, int NH);
+    void (*backward)(const GpuContext *ctx, floatX *dqkv, float *scratch, const floatX *dout,
+                     const floatX *out, const floatX *qkv, const float *lse, int B, int T, int C,
+                     int NH);
+    int any_head_size;  // 0: heads of 64 only
+} Version;
+
+static const Version VERSIONS[] = {
+    {"v2", attention_forward_v2, attention_backward_v2, 1},
+    {"v3", attention_forward_v3, attention_backward_v3, 0},
+};
+#define NUM_VERSIONS ((int)(sizeof VERSIONS / sizeof VERSIONS[0]))
+
+static int runs_shape(const Version *v, Shape s) { return v->any_head_size || s.C == 64 * s.NH; }
+
+static Results run_flash(const Version *v, Shape s, const floatX *d_qkv, const floatX *d_dout) {
     const size_t N = (size_t)s.B * s.T * s.C, rows = (size_t)s.B * s.NH * s.T;
     floatX *d_out = gt_device_poisoned_x(N), *d_dqkv = gt_device_poisoned_x(3 * N);
     float *d_lse = gt_device_poisoned(rows);
     float *d_scratch = gt_device_poisoned(attention_backward_v2_scratch_floats(s.B, s.T, s.NH));
-    attention_forward_v2(&gt_ctx, d_out, d_lse, d_qkv, s.B, s.T, s.C, s.NH);
-    attention_backward_v2(&gt_ctx, d_dqkv, d_scratch, d_dout, d_out, d_qkv, d_lse, s.B, s.T, s.C,
-                          s.NH);
+    v->forward(&gt_ctx, d_out, d_lse, d_qkv, s.B, s.T, s.C, s.NH);
+    v->backward(&gt_ctx, d_dqkv, d_scratch, d_dout, d_out, d_qkv, d_lse, s.B, s.T, s.C, s.NH);
     Results r = {gt_download_x(d_out, N), gt_download(d_lse, rows), gt_download_x(d_dqkv, 3 * N)};
     return r;
 }
@@ -71,14 +88,14 @@ static float *part_of(const float *dqkv, Shape s, int which) {
 }
 
 // Scale, direction and size of dq, dk and dv against a reference.
-static void compare_gradients(const char *against, const float *got, const float *ref, Shape s,
-                              double tol) {
+static void compare_gradients(const char *version, const char *against, const float *got,
+                              const float *ref, Shape s, double tol) {
     static const char *const names[] = {"dq", "dk", "dv"};
     const size_t n = (size_t)s.B * s.T * s.C;
     for (int which = 0; which < 3; which++) {
         float *g = part_of(got, s, which), *r = part_of(ref, s, which);
         char what[96];
-        snprintf(what, sizeof what, "flash %s vs %s", names[which], against);
+        snprintf(what, sizeof what, "flash %s %s vs %s", version, names[which], against);
         gt_compare(what, g, r, n, tol);
         double cos = cosine_similarity(g, r, n), ratio = norm_ratio(g, r, n);
         if (getenv("GPU_TEST_VERBOSE"))
@@ -101,11 +118,19 @@ static void check_against_cpu(Shape s, uint64_t seed) {
     cpu_attention_forward(out, preatt, att, qkv, s.B, s.T, s.C, s.NH);
     cpu_attention_backward(dqkv, dpreatt, datt, dout, qkv, att, s.B, s.T, s.C, s.NH);
 
-    Results r = run_flash(s, gt_upload_x(qkv, 3 * N), gt_upload_x(dout, N));
-    gt_compare("flash out vs cpu", r.out, out, N, TOL_FLASH_OUT_BF16);
-    gt_compare("flash lse vs cpu", r.lse, cpu_lse(qkv, s), (size_t)s.B * s.NH * s.T,
-               TOL_FLASH_LSE);
-    compare_gradients("cpu", r.dqkv, dqkv, s, TOL_FLASH_GRADS_BF16);
+    floatX *d_qkv = gt_upload_x(qkv, 3 * N), *d_dout = gt_upload_x(dout, N);
+    float *lse = cpu_lse(qkv, s);
+    for (int i = 0; i < NUM_VERSIONS; i++) {
+        const Version *v = &VERSIONS[i];
+        if (!runs_shape(v, s)) continue;
+        Results r = run_flash(v, s, d_qkv, d_dout);
+        char what[64];
+        snprintf(what, sizeof what, "flash %s out vs cpu", v->name);
+        gt_compare(what, r.out, out, N, TOL_FLASH_OUT_BF16);
+        snprintf(what, sizeof what, "flash %s lse vs cpu", v->name);
+        gt_compare(what, r.lse, lse, (size_t)s.B * s.NH * s.T, TOL_FLASH_LSE);
+        compare_gradients(v->name, "cpu", r.dqkv, dqkv, s, TOL_FLASH_GRADS_BF16);
+    }
 }
 
 // hs = 64, GPT-2's, over two query tiles forward and four backward.
@@ -115,7 +140,9 @@ Test(kernels_attention_flash, matches_cpu_hs64) { check_against_cpu((Shape){2, 2
 Test(kernels_attention_flash, matches_cpu_odd_t) { check_against_cpu((Shape){2, 200, 192, 3}, 2); }
 
 // B = 5, 3 heads of 32, T = 37: less than one tile of anything.
-Test(kernels_attention_flash, matches_cpu_hs32_short) { check_against_cpu((Shape){5, 37, 96, 3}, 3); }
+Test(kernels_attention_flash, matches_cpu_hs32_short) {
+    check_against_cpu((Shape){5, 37, 96, 3}, 3);
+}
 
 // The tiny test model's heads: 4 of 16, T = 32.
 Test(kernels_attention_flash, matches_cpu_hs16) { check_against_cpu((Shape){4, 32, 64, 4}, 4); }
@@ -139,14 +166,24 @@ static void check_against_eager(Shape s, uint64_t seed) {
     attention_backward_v1(&gt_ctx, d_dqkv, d_scratch, d_dout, d_qkv, d_att, s.B, s.T, s.C, s.NH);
     float *eager_out = gt_download_x(d_out, N), *eager_dqkv = gt_download_x(d_dqkv, 3 * N);
 
-    Results r = run_flash(s, d_qkv, d_dout);
-    gt_compare("flash out vs eager", r.out, eager_out, N, TOL_GPU_MODEL_BF16);
-    compare_gradients("eager", r.dqkv, eager_dqkv, s, TOL_GPU_MODEL_BF16);
+    for (int i = 0; i < NUM_VERSIONS; i++) {
+        const Version *v = &VERSIONS[i];
+        if (!runs_shape(v, s)) continue;
+        Results r = run_flash(v, s, d_qkv, d_dout);
+        char what[64];
+        snprintf(what, sizeof what, "flash %s out vs eager", v->name);
+        gt_compare(what, r.out, eager_out, N, TOL_GPU_MODEL_BF16);
+        compare_gradients(v->name, "eager", r.dqkv, eager_dqkv, s, TOL_GPU_MODEL_BF16);
+    }
 }
 
-Test(kernels_attention_flash, matches_eager_odd_shape) { check_against_eager((Shape){5, 150, 192, 3}, 5); }
+Test(kernels_attention_flash, matches_eager_odd_shape) {
+    check_against_eager((Shape){5, 150, 192, 3}, 5);
+}
 
-Test(kernels_attention_flash, matches_eager_gpt2_heads) { check_against_eager((Shape){2, 384, 768, 12}, 6); }
+Test(kernels_attention_flash, matches_eager_gpt2_heads) {
+    check_against_eager((Shape){2, 384, 768, 12}, 6);
+}
 
 // No atomics, every sum in a fixed order: two runs give the same bits.
 Test(kernels_attention_flash, is_deterministic) {
@@ -156,13 +193,41 @@ Test(kernels_attention_flash, is_deterministic) {
     rng_seed(&rng, 7);
     floatX *d_qkv = gt_upload_x(gt_random_x(3 * N, -1, 1, &rng), 3 * N);
     floatX *d_dout = gt_upload_x(gt_random_x(N, -1, 1, &rng), N);
-    Results first = run_flash(s, d_qkv, d_dout), second = run_flash(s, d_qkv, d_dout);
-    gt_assert_identical("flash out, two runs", first.out, second.out, N);
-    gt_assert_identical("flash lse, two runs", first.lse, second.lse, (size_t)s.B * s.NH * s.T);
-    gt_assert_identical("flash dqkv, two runs", first.dqkv, second.dqkv, 3 * N);
+    for (int i = 0; i < NUM_VERSIONS; i++) {
+        const Version *v = &VERSIONS[i];
+        Results first = run_flash(v, s, d_qkv, d_dout), second = run_flash(v, s, d_qkv, d_dout);
+        char what[64];
+        snprintf(what, sizeof what, "flash %s out, two runs", v->name);
+        gt_assert_identical(what, first.out, second.out, N);
+        snprintf(what, sizeof what, "flash %s lse, two runs", v->name);
+        gt_assert_identical(what, first.lse, second.lse, (size_t)s.B * s.NH * s.T);
+        snprintf(what, sizeof what, "flash %s dqkv, two runs", v->name);
+        gt_assert_identical(what, first.dqkv, second.dqkv, 3 * N);
+    }
+}
+
+// v3 computes v2's function with the same roundings to bf16 (P, dS, the
+// outputs) and the same fp32 statistics; the tensor cores add the products
+// of each step in their own order, so the two agree to a few bf16 roundings.
+Test(kernels_attention_flash, v3_matches_v2) {
+    const Shape s = {4, 333, 256, 4};
+    const size_t N = (size_t)s.B * s.T * s.C;
+    Rng rng;
+    rng_seed(&rng, 8);
+    floatX *d_qkv = gt_upload_x(gt_random_x(3 * N, -1, 1, &rng), 3 * N);
+    floatX *d_dout = gt_upload_x(gt_random_x(N, -1, 1, &rng), N);
+    Results v2 = run_flash(&VERSIONS[0], s, d_qkv, d_dout);
+    Results v3 = run_flash(&VERSIONS[1], s, d_qkv, d_dout);
+    gt_compare("flash v3 out vs v2", v3.out, v2.out, N, TOL_FLASH_OUT_BF16);
+    gt_compare("flash v3 lse vs v2", v3.lse, v2.lse, (size_t)s.B * s.NH * s.T, TOL_FLASH_LSE);
+    compare_gradients("v3", "v2", v3.dqkv, v2.dqkv, s, TOL_FLASH_GRADS_BF16);
 }
 
 // A head size the kernels are not built for stops the program, naming it.
 Test(kernels_attention_flash, refuses_other_head_sizes, .exit_code = 1) {
     attention_forward_v2(&gt_ctx, NULL, NULL, NULL, 1, 16, 96, 1);
+}
+
+Test(kernels_attention_flash, v3_refuses_heads_other_than_64, .exit_code = 1) {
+    attention_forward_v3(&gt_ctx, NULL, NULL, NULL, 1, 16, 128, 4);
 }

@@ -1,8 +1,8 @@
-// lab_attention.c: causal self-attention's versions, forward and backward,
-// through the model's own slots (lab_ops_of): chapter 00's eager attention
-// (the (B,NH,T,T) scores written out, cuBLAS GEMMs, a softmax kernel; the
-// backward slot zeroes dqkv first) and, in the bf16 build, chapter 05's
-// flash attention.
+// lab_attention.c: causal self-attention's versions, forward and backward:
+// chapter 00's eager attention through the model's own slots (lab_ops_of:
+// the (B,NH,T,T) scores written out, cuBLAS GEMMs, a softmax kernel; the
+// backward slot zeroes dqkv first) and, in the bf16 build, chapter 05's flash
+// attention, v2 (mma.sync) and v3 (wgmma, what the model runs at heads of 64).
 //
 // Rates count the FLOPs of causal attention as FlashAttention's papers do,
 // whatever a version actually computes: forward, two GEMMs over half of the
@@ -17,17 +17,55 @@
 #include "gpt2_cpu.h"
 #include "lab.h"
 
+typedef void (*AttentionForward)(const GpuContext *ctx, floatX *out, floatX *att, float *lse,
+                                 float *scratch, const floatX *qkv, int B, int T, int C, int NH);
+typedef void (*AttentionBackward)(const GpuContext *ctx, floatX *dqkv, float *scratch,
+                                  const floatX *dout, const floatX *out, const floatX *qkv,
+                                  const floatX *att, const float *lse, int B, int T, int C,
+                                  int NH);
+
+// The flash versions by name, with the slots' signature (the model's flash
+// slot picks v3 at heads of 64: the lab times v2 too).
+static void forward_v2(const GpuContext *ctx, floatX *out, floatX *att, float *lse,
+                       float *scratch, const floatX *qkv, int B, int T, int C, int NH) {
+    (void)att, (void)scratch;
+    attention_forward_v2(ctx, out, lse, qkv, B, T, C, NH);
+}
+
+static void backward_v2(const GpuContext *ctx, floatX *dqkv, float *scratch, const floatX *dout,
+                        const floatX *out, const floatX *qkv, const floatX *att, const float *lse,
+                        int B, int T, int C, int NH) {
+    (void)att;
+    attention_backward_v2(ctx, dqkv, scratch, dout, out, qkv, lse, B, T, C, NH);
+}
+
+static void forward_v3(const GpuContext *ctx, floatX *out, floatX *att, float *lse,
+                       float *scratch, const floatX *qkv, int B, int T, int C, int NH) {
+    (void)att, (void)scratch;
+    attention_forward_v3(ctx, out, lse, qkv, B, T, C, NH);
+}
+
+static void backward_v3(const GpuContext *ctx, floatX *dqkv, float *scratch, const floatX *dout,
+                        const floatX *out, const floatX *qkv, const floatX *att, const float *lse,
+                        int B, int T, int C, int NH) {
+    (void)att;
+    attention_backward_v3(ctx, dqkv, scratch, dout, out, qkv, lse, B, T, C, NH);
+}
+
 static const struct {
     const char *name;
-    int chapter;       // the chapter whose slots run it
-    int tensor_cores;  // the context's switch: in the fp32 build, chapter 01's TF32 GEMMs
+    int chapter;           // the chapter that brought it
+    int tensor_cores;      // the context's switch: in the fp32 build, chapter 01's TF32 GEMMs
+    AttentionForward fwd;  // NULL: the chapter's slots
+    AttentionBackward bwd;
 } VERSIONS[] = {
 #ifdef PRECISION_BF16
-    {"v1 eager", 2, 1},
-    {"v2 flash", 5, 1},
+    {"v1 eager", 2, 1, NULL, NULL},
+    {"v2 flash mma", 5, 1, forward_v2, backward_v2},
+    {"v3 flash wgmma", 5, 1, forward_v3, backward_v3},
 #else
-    {"v1 eager fp32", 0, 0},
-    {"v1 eager tf32", 1, 1},
+    {"v1 eager fp32", 0, 0, NULL, NULL},
+    {"v1 eager tf32", 1, 1, NULL, NULL},
 #endif
 };
 
@@ -67,6 +105,8 @@ static Args upload(Lab *lab, int B, int T, int C, int NH, const float *qkv, cons
 static void use_version(Lab *lab, Args *a, int version) {
     a->version = version;
     a->ops = lab_ops_of(VERSIONS[version].chapter);
+    if (VERSIONS[version].fwd) a->ops.attention_forward = VERSIONS[version].fwd;
+    if (VERSIONS[version].bwd) a->ops.attention_backward = VERSIONS[version].bwd;
     lab->ctx.tensor_cores = VERSIONS[version].tensor_cores;
 }
 
@@ -105,7 +145,8 @@ void lab_attention(Lab *lab) {
         use_version(lab, &timed, (int)i);
         run_forward(lab, &check);
         run_backward(lab, &check);
-        float *g_out = lab_download_x(lab, check.out, N), *g_dqkv = lab_download_x(lab, check.dqkv, 3 * N);
+        float *g_out = lab_download_x(lab, check.out, N);
+        float *g_dqkv = lab_download_x(lab, check.dqkv, 3 * N);
         LabRow f = {"attention_forward", VERSIONS[i].name, "B16 T1024 NH12 hs64",
                     VERSIONS[i].chapter, lab_error(g_out, out, N), tolerance_of((int)i),
                     lab_time_ms(lab, run_forward, &timed), 0, forward_flops};

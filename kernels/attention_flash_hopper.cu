@@ -1,0 +1,363 @@
+// attention_flash_hopper.cu: see attention_flash.h. Chapter 05's flash
+// attention on Hopper's warpgroup products (wgmma.cuh), for heads of 64:
+// the algorithm of attention_flash.cu, tile for tile and sum for sum, with
+// its products issued by warpgroups of 4 warps instead of by single warps.
+//
+// What changes against attention_flash.cu:
+//   - a warpgroup owns 64 rows of a tile (a warp of it, 16 of them), and one
+//     wgmma multiplies them by a whole 64-row tile: 16 columns of K at a
+//     time (Q K^T), or 16 rows of V (P V);
+//   - the right factor, and the left one when it is a tile (Q, K, V, dO),
+//     is read by the tensor cores from shared memory; no ldmatrix. The tiles
+//     are stored exactly as before: their swizzle is the one wgmma reads;
+//   - P and dS go from the accumulators to the next product in registers,
+//     as with mma.sync: a warp's 16 rows, in mma.sync's A layout;
+//   - before the tensor cores read a tile the threads copied in, each
+//     thread fences its copies to the tensor cores' path (fence_proxy_async).
+// The online softmax, the masks, D, and the stores are attention_tiles.cuh's.
+// Built for sm_90a (Makefile): the H100 and H200 only.
+#include <math.h>
+
+#include "attention_flash.h"
+#include "util.h"
+
+#ifdef PRECISION_BF16
+#include "attention_tiles.cuh"
+#include "wgmma.cuh"
+
+namespace {
+
+constexpr int HS = 64, GROUP = 128, ROWS = 64;  // a warpgroup: 128 threads, 64 rows
+constexpr int TILE_ELEMENTS = ROWS * HS;         // one tile of 64 rows: 8 KB
+// Three stages of the tiles a block walks over: the next tile is copied into
+// one while the threads use another, and the third is the one the slowest
+// warpgroup may still be reading, so that one barrier per tile is enough.
+constexpr int STAGES = 3;
+// The forward pass: two warpgroups, 128 queries, share each tile of keys.
+constexpr int FWD_GROUPS = 2, FWD_THREADS = FWD_GROUPS * GROUP, FWD_QUERIES = FWD_GROUPS * ROWS;
+
+// Dynamic shared memory, rounded up to the 1024 bytes the swizzle needs.
+__device__ __forceinline__ bf16 *aligned_smem(unsigned char *raw) {
+    return reinterpret_cast<bf16 *>(((uintptr_t)raw + 1023) & ~(uintptr_t)1023);
+}
+
+// ---- a warpgroup's two kinds of product --------------------------------------------
+// ANCHOR: warpgroup_products
+// acc (64x64) = a @ b^T, a and b tiles of 64 rows of HS = 64: their rows are
+// the product's rows and columns, their columns the sum (K-major both): the
+// scores S = Q K^T, and dP = dO V^T. Four steps of 16 columns, issued, not
+// waited for: the caller commits the group and waits.
+__device__ __forceinline__ void wg_mma_with_rows(float (&acc)[8][4], const bf16 *a, const bf16 *b) {
+    const uint64_t da = smem_descriptor(a), db = smem_descriptor(b);
+    wgmma_fence();
+    wgmma_64x64_smem_first(acc, da, db);
+#pragma unroll
+    for (int kk = 1; kk < HS / 16; kk++)
+        wgmma_64x64_smem(acc, da + DESC_K_STEP * kk, db + DESC_K_STEP * kk);
+}
+
+// acc (64x64) += P @ tile, P (64x64) in fp32 accumulators, the tile 64 rows
+// of HS = 64 (MN-major): O += P V, dV += P^T dO, dK += dS^T Q, dQ += dS K.
+// P is rounded to bf16 A fragments first, all four steps' (the fence then
+// tells the tensor cores that the registers are ready), then the four steps
+// of 16 rows of the tile are issued.
+__device__ __forceinline__ void wg_mma_with_probs(float (&acc)[8][4], const float (&p)[8][4],
+                                                  const bf16 *tile) {
+    uint32_t a[ROWS / 16][4];
+#pragma unroll
+    for (int kk = 0; kk < ROWS / 16; kk++) {
+        a[kk][0] = pack_bf16(p[2 * kk][0], p[2 * kk][1]);
+        a[kk][1] = pack_bf16(p[2 * kk][2], p[2 * kk][3]);
+        a[kk][2] = pack_bf16(p[2 * kk + 1][0], p[2 * kk + 1][1]);
+        a[kk][3] = pack_bf16(p[2 * kk + 1][2], p[2 * kk + 1][3]);
+    }
+    const uint64_t db = smem_descriptor(tile);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < ROWS / 16; kk++) wgmma_64x64_regs(acc, a[kk], db + DESC_MN_STEP * kk);
+}
+// ANCHOR_END: warpgroup_products
+
+// The tiles copied in by this thread are complete and visible to the tensor
+// cores of every warpgroup: wait for the copies, fence them, then a barrier.
+// Past the barrier, every thread has also finished with the tile before the
+// last, whose stage the next copy reuses.
+__device__ __forceinline__ void tiles_ready() {
+    cp_async_wait<1>();
+    fence_proxy_async();
+    __syncthreads();
+}
+
+// ---- the forward pass ---------------------------------------------------------------
+// ANCHOR: forward_kernel_wgmma
+__global__ void __launch_bounds__(FWD_THREADS, 2)
+    flash_attention_forward_wgmma_kernel(bf16 *out, float *lse, const bf16 *qkv, int T, int NH) {
+    extern __shared__ unsigned char smem_raw[];
+    bf16 *sq = aligned_smem(smem_raw);             // FWD_QUERIES x HS
+    bf16 *sk = sq + FWD_QUERIES * HS;              // STAGES stages of ROWS x HS
+    bf16 *sv = sk + STAGES * TILE_ELEMENTS;        // STAGES stages of ROWS x HS
+
+    const int C = NH * HS, ld = 3 * C, bh = blockIdx.x, b = bh / NH, h = bh % NH;
+    const int q0 = (gridDim.y - 1 - blockIdx.y) * FWD_QUERIES;
+    const bf16 *q = qkv + (size_t)b * T * ld + h * HS, *k = q + C, *v = q + 2 * C;
+    const int group = threadIdx.x / GROUP, warp = threadIdx.x % GROUP / WARP_SIZE;
+    const int lane = threadIdx.x % WARP_SIZE, g = lane / 4, t4 = lane % 4;
+    const int group_row0 = group * ROWS;         // the warpgroup's first row in the Q tile
+    const int row0 = q0 + group_row0 + warp * 16;  // the warp's first query
+    const float scale_log2 = LOG2E / sqrtf((float)HS);
+    const int tiles = (min(q0 + FWD_QUERIES, T) - 1) / ROWS + 1;
+
+    load_tile<FWD_QUERIES, HS, FWD_THREADS>(sq, q, ld, q0, T);
+    load_tile<ROWS, HS, FWD_THREADS>(sk, k, ld, 0, T);
+    load_tile<ROWS, HS, FWD_THREADS>(sv, v, ld, 0, T);
+    cp_async_commit();
+
+    float o[1][HS / 8][4] = {}, m[1][2] = {{-INFINITY, -INFINITY}}, l[1][2] = {};
+    for (int j = 0; j < tiles; j++) {
+        const int stage = j % STAGES, next = (j + 1) % STAGES;
+        if (j + 1 < tiles) {
+            const int k0 = (j + 1) * ROWS;
+            load_tile<ROWS, HS, FWD_THREADS>(sk + next * TILE_ELEMENTS, k, ld, k0, T);
+            load_tile<ROWS, HS, FWD_THREADS>(sv + next * TILE_ELEMENTS, v, ld, k0, T);
+        }
+        cp_async_commit();
+        tiles_ready();
+        // Every warpgroup takes every tile, even one whose keys all come after
+        // its rows (the last, for the first warpgroup): wgmma must not sit in
+        // a branch that differs between warpgroups, or the compiler
+        // serializes the products. The mask makes such a tile's
+        // probabilities 0.
+        float s[1][ROWS / 8][4];
+        wg_mma_with_rows(s[0], sq + group_row0 * HS, sk + stage * TILE_ELEMENTS);  // S = Q K^T
+        wgmma_commit();
+        wgmma_wait<0>();
+        const bool mask = (j + 1) * ROWS > row0;
+        online_softmax<HS, 1, ROWS>(s, m, l, o, row0, j * ROWS, mask, scale_log2);
+        wg_mma_with_probs(o[0], s[0], sv + stage * TILE_ELEMENTS);  // O += P V
+        wgmma_commit();
+        wgmma_wait<0>();
+    }
+
+#pragma unroll
+    for (int half = 0; half < 2; half++) {
+        float sum = l[0][half];
+        sum += __shfl_xor_sync(FULL_MASK, sum, 1);
+        sum += __shfl_xor_sync(FULL_MASK, sum, 2);
+        const float inv = 1.0f / sum;
+#pragma unroll
+        for (int nt = 0; nt < HS / 8; nt++) {
+            o[0][nt][2 * half] *= inv;
+            o[0][nt][2 * half + 1] *= inv;
+        }
+        const int t = row0 + g + 8 * half;
+        if (t4 == 0 && t < T) lse[(size_t)bh * T + t] = (m[0][half] + log2f(sum)) * LN2;
+    }
+    store_warp_rows<HS, 1>(out + (size_t)b * T * C + h * HS, C, row0, T, o, 1.0f, sq,
+                           group_row0 + warp * 16);
+}
+// ANCHOR_END: forward_kernel_wgmma
+
+// ---- the backward pass --------------------------------------------------------------
+// ANCHOR: dkdv_kernel_wgmma
+// dK and dV of a tile of 64 keys, one warpgroup: as
+// flash_attention_backward_dkdv_kernel, the four products by wgmma.
+__global__ void __launch_bounds__(GROUP, 3)
+    flash_attention_backward_dkdv_wgmma_kernel(bf16 *dqkv, const bf16 *dout, const bf16 *qkv,
+                                               const float *lse, const float *delta, int T,
+                                               int NH) {
+    extern __shared__ unsigned char smem_raw[];
+    bf16 *sk = aligned_smem(smem_raw), *sv = sk + TILE_ELEMENTS;  // ROWS x HS each
+    bf16 *sq = sv + TILE_ELEMENTS, *sdo = sq + STAGES * TILE_ELEMENTS;  // STAGES of ROWS x HS each
+    float *slse = reinterpret_cast<float *>(sdo + STAGES * TILE_ELEMENTS);
+    float *sdelta = slse + STAGES * ROWS;
+
+    const int C = NH * HS, ld = 3 * C, bh = blockIdx.x, b = bh / NH, h = bh % NH;
+    const int k0 = blockIdx.y * ROWS, first = blockIdx.y, tiles = (T + ROWS - 1) / ROWS;
+    const bf16 *q = qkv + (size_t)b * T * ld + h * HS, *k = q + C, *v = q + 2 * C;
+    const bf16 *dout_head = dout + (size_t)b * T * C + h * HS;
+    const float *lse_row = lse + (size_t)bh * T, *delta_row = delta + (size_t)bh * T;
+    const int warp = threadIdx.x / WARP_SIZE, lane = threadIdx.x % WARP_SIZE;
+    const int g = lane / 4, t4 = lane % 4;
+    const float scale = 1.0f / sqrtf((float)HS), scale_log2 = scale * LOG2E;
+
+    load_tile<ROWS, HS, GROUP>(sk, k, ld, k0, T);
+    load_tile<ROWS, HS, GROUP>(sv, v, ld, k0, T);
+    load_tile<ROWS, HS, GROUP>(sq, q, ld, first * ROWS, T);
+    load_tile<ROWS, HS, GROUP>(sdo, dout_head, C, first * ROWS, T);
+    load_row_stats<ROWS>(slse, lse_row, first * ROWS, T);
+    load_row_stats<ROWS>(sdelta, delta_row, first * ROWS, T);
+    cp_async_commit();
+    float dk[1][HS / 8][4] = {}, dv[1][HS / 8][4] = {};
+
+    for (int i = first; i < tiles; i++) {
+        const int stage = (i - first) % STAGES, next = (i - first + 1) % STAGES, q0 = i * ROWS;
+        if (i + 1 < tiles) {
+            load_tile<ROWS, HS, GROUP>(sq + next * TILE_ELEMENTS, q, ld, q0 + ROWS, T);
+            load_tile<ROWS, HS, GROUP>(sdo + next * TILE_ELEMENTS, dout_head, C, q0 + ROWS, T);
+            load_row_stats<ROWS>(slse + next * ROWS, lse_row, q0 + ROWS, T);
+            load_row_stats<ROWS>(sdelta + next * ROWS, delta_row, q0 + ROWS, T);
+        }
+        cp_async_commit();
+        tiles_ready();
+        const bf16 *tq = sq + stage * TILE_ELEMENTS, *tdo = sdo + stage * TILE_ELEMENTS;
+        const float *tlse = slse + stage * ROWS, *tdelta = sdelta + stage * ROWS;
+        float pt[1][ROWS / 8][4], dst[1][ROWS / 8][4];
+        wg_mma_with_rows(pt[0], sk, tq);    // S^T = K Q^T
+        wg_mma_with_rows(dst[0], sv, tdo);  // dP^T = V dO^T
+        wgmma_commit();
+        wgmma_wait<0>();
+        const bool mask = q0 < k0 + ROWS || q0 + ROWS > T;
+#pragma unroll
+        for (int nt = 0; nt < ROWS / 8; nt++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int key = k0 + warp * 16 + g + 8 * (e / 2), col = nt * 8 + 2 * t4 + e % 2;
+                float p = fast_exp2(fmaf(pt[0][nt][e], scale_log2, -tlse[col] * LOG2E));
+                if (mask && (q0 + col < key || q0 + col >= T)) p = 0.0f;
+                pt[0][nt][e] = p;
+                dst[0][nt][e] = p * (dst[0][nt][e] - tdelta[col]);
+            }
+        wg_mma_with_probs(dv[0], pt[0], tdo);  // dV += P^T dO
+        wg_mma_with_probs(dk[0], dst[0], tq);  // dK += dS^T Q
+        wgmma_commit();
+        wgmma_wait<0>();
+    }
+    bf16 *dqkv_seq = dqkv + (size_t)b * T * ld + h * HS;
+    store_warp_rows<HS, 1>(dqkv_seq + C, ld, k0 + warp * 16, T, dk, scale, sk, warp * 16);
+    store_warp_rows<HS, 1>(dqkv_seq + 2 * C, ld, k0 + warp * 16, T, dv, 1.0f, sv, warp * 16);
+}
+// ANCHOR_END: dkdv_kernel_wgmma
+
+// ANCHOR: dq_kernel_wgmma
+// dQ of a tile of 64 queries, one warpgroup: as
+// flash_attention_backward_dq_kernel, the three products by wgmma.
+__global__ void __launch_bounds__(GROUP, 3)
+    flash_attention_backward_dq_wgmma_kernel(bf16 *dqkv, const bf16 *dout, const bf16 *qkv,
+                                             const float *lse, const float *delta, int T, int NH) {
+    extern __shared__ unsigned char smem_raw[];
+    bf16 *sq = aligned_smem(smem_raw), *sdo = sq + TILE_ELEMENTS;   // ROWS x HS each
+    bf16 *sk = sdo + TILE_ELEMENTS, *sv = sk + STAGES * TILE_ELEMENTS;  // STAGES of ROWS x HS each
+
+    const int C = NH * HS, ld = 3 * C, bh = blockIdx.x, b = bh / NH, h = bh % NH;
+    const int q0 = (gridDim.y - 1 - blockIdx.y) * ROWS, tiles = (min(q0 + ROWS, T) - 1) / ROWS + 1;
+    const bf16 *q = qkv + (size_t)b * T * ld + h * HS, *k = q + C, *v = q + 2 * C;
+    const int warp = threadIdx.x / WARP_SIZE, lane = threadIdx.x % WARP_SIZE;
+    const int g = lane / 4, t4 = lane % 4, row0 = q0 + warp * 16;
+    const float scale = 1.0f / sqrtf((float)HS), scale_log2 = scale * LOG2E;
+
+    load_tile<ROWS, HS, GROUP>(sq, q, ld, q0, T);
+    load_tile<ROWS, HS, GROUP>(sdo, dout + (size_t)b * T * C + h * HS, C, q0, T);
+    load_tile<ROWS, HS, GROUP>(sk, k, ld, 0, T);
+    load_tile<ROWS, HS, GROUP>(sv, v, ld, 0, T);
+    cp_async_commit();
+    float row_lse[2], row_delta[2];  // rows g and g + 8 of the warp's 16
+#pragma unroll
+    for (int half = 0; half < 2; half++) {
+        const int t = row0 + g + 8 * half;
+        row_lse[half] = t < T ? lse[(size_t)bh * T + t] * LOG2E : 0.0f;
+        row_delta[half] = t < T ? delta[(size_t)bh * T + t] : 0.0f;
+    }
+    float dq[1][HS / 8][4] = {};
+
+    for (int j = 0; j < tiles; j++) {
+        const int stage = j % STAGES, next = (j + 1) % STAGES;
+        if (j + 1 < tiles) {
+            load_tile<ROWS, HS, GROUP>(sk + next * TILE_ELEMENTS, k, ld, (j + 1) * ROWS, T);
+            load_tile<ROWS, HS, GROUP>(sv + next * TILE_ELEMENTS, v, ld, (j + 1) * ROWS, T);
+        }
+        cp_async_commit();
+        tiles_ready();
+        const bf16 *tk = sk + stage * TILE_ELEMENTS, *tv = sv + stage * TILE_ELEMENTS;
+        float s[1][ROWS / 8][4], dp[1][ROWS / 8][4];
+        wg_mma_with_rows(s[0], sq, tk);    // S = Q K^T
+        wg_mma_with_rows(dp[0], sdo, tv);  // dP = dO V^T
+        wgmma_commit();
+        wgmma_wait<0>();
+        const bool mask = (j + 1) * ROWS > row0;
+#pragma unroll
+        for (int nt = 0; nt < ROWS / 8; nt++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int half = e / 2, key = j * ROWS + nt * 8 + 2 * t4 + e % 2;
+                float p = fast_exp2(fmaf(s[0][nt][e], scale_log2, -row_lse[half]));
+                if (mask && key > row0 + g + 8 * half) p = 0.0f;
+                s[0][nt][e] = p * (dp[0][nt][e] - row_delta[half]);  // dS
+            }
+        wg_mma_with_probs(dq[0], s[0], tk);  // dQ += dS K
+        wgmma_commit();
+        wgmma_wait<0>();
+    }
+    store_warp_rows<HS, 1>(dqkv + (size_t)b * T * ld + h * HS, ld, row0, T, dq, scale, sq,
+                           warp * 16);
+}
+// ANCHOR_END: dq_kernel_wgmma
+
+// ---- launchers ----------------------------------------------------------------------
+template <typename Kernel>
+void allow_shared_memory(Kernel kernel, size_t bytes) {
+    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    (int)bytes));
+}
+
+}  // namespace
+
+static void check_head_size(const char *who, int C, int NH) {
+    if (NH <= 0 || C % NH != 0 || C / NH != HS)
+        die("%s: C=%d with NH=%d heads: the wgmma kernels are built for heads of %d", who, C, NH,
+            HS);
+}
+
+extern "C" void attention_forward_v3(const GpuContext *ctx, floatX *out, float *lse,
+                                     const floatX *qkv, int B, int T, int C, int NH) {
+    check_head_size("attention_forward_v3", C, NH);
+    const size_t smem = (FWD_QUERIES + 2 * STAGES * ROWS) * HS * sizeof(bf16) + 1024;
+    allow_shared_memory(flash_attention_forward_wgmma_kernel, smem);
+    dim3 grid(B * NH, (T + FWD_QUERIES - 1) / FWD_QUERIES);
+    flash_attention_forward_wgmma_kernel<<<grid, FWD_THREADS, smem, ctx->stream>>>(
+        out, lse, qkv, T, NH);
+    gpu_check_launch(ctx, "flash_attention_forward_wgmma_kernel");
+}
+
+extern "C" void attention_backward_v3(const GpuContext *ctx, floatX *dqkv, float *scratch,
+                                      const floatX *dout, const floatX *out, const floatX *qkv,
+                                      const float *lse, int B, int T, int C, int NH) {
+    check_head_size("attention_backward_v3", C, NH);
+    float *delta = scratch;
+    flash_attention_delta_kernel<HS><<<(B * T + DELTA_WARPS - 1) / DELTA_WARPS,
+                                       DELTA_WARPS * WARP_SIZE, 0, ctx->stream>>>(delta, dout,
+                                                                                  out, B * T, T,
+                                                                                  NH);
+    gpu_check_launch(ctx, "flash_attention_delta_kernel");
+    dim3 grid(B * NH, (T + ROWS - 1) / ROWS);
+    const size_t dkdv_smem = (2 + 2 * STAGES) * TILE_ELEMENTS * sizeof(bf16) +
+                             2 * STAGES * ROWS * sizeof(float) + 1024;
+    allow_shared_memory(flash_attention_backward_dkdv_wgmma_kernel, dkdv_smem);
+    flash_attention_backward_dkdv_wgmma_kernel<<<grid, GROUP, dkdv_smem, ctx->stream>>>(
+        dqkv, dout, qkv, lse, delta, T, NH);
+    gpu_check_launch(ctx, "flash_attention_backward_dkdv_wgmma_kernel");
+    const size_t dq_smem = (2 + 2 * STAGES) * TILE_ELEMENTS * sizeof(bf16) + 1024;
+    allow_shared_memory(flash_attention_backward_dq_wgmma_kernel, dq_smem);
+    flash_attention_backward_dq_wgmma_kernel<<<grid, GROUP, dq_smem, ctx->stream>>>(
+        dqkv, dout, qkv, lse, delta, T, NH);
+    gpu_check_launch(ctx, "flash_attention_backward_dq_wgmma_kernel");
+}
+
+#else  // the fp32 build
+
+extern "C" void attention_forward_v3(const GpuContext *ctx, floatX *out, float *lse,
+                                     const floatX *qkv, int B, int T, int C, int NH) {
+    (void)ctx, (void)out, (void)lse, (void)qkv, (void)B, (void)T, (void)C, (void)NH;
+    die("attention_forward_v3: flash attention runs on bf16 tensor cores: the bf16 build's "
+        "(chapter 05, --flash-attention)");
+}
+
+extern "C" void attention_backward_v3(const GpuContext *ctx, floatX *dqkv, float *scratch,
+                                      const floatX *dout, const floatX *out, const floatX *qkv,
+                                      const float *lse, int B, int T, int C, int NH) {
+    (void)ctx, (void)dqkv, (void)scratch, (void)dout, (void)out, (void)qkv, (void)lse;
+    (void)B, (void)T, (void)C, (void)NH;
+    die("attention_backward_v3: flash attention runs on bf16 tensor cores: the bf16 build's "
+        "(chapter 05, --flash-attention)");
+}
+
+#endif
