@@ -18,6 +18,10 @@
 # PYTHON (python3), CHAPTERS (every chapter of the table), PYTORCH (1: also
 # PyTorch's rows; 0: ours only), PROFILE_STEPS (5).
 #
+# OURS (1: our rows and profiles; 0: PyTorch's only), EXTRAS (1: the ablations and the
+# larger batch too), APPEND (1: add the rows to an existing results.csv and keep its
+# environment.txt: a bench split over two sessions of one machine).
+#
 # Each chapter runs in the trainer built for its precision: the chapter
 # table (--list-chapters: chapter, precision, switch, title) says which.
 set -uo pipefail
@@ -25,7 +29,7 @@ cd "$(dirname "$0")/.."
 B=${B:-16} T=${T:-1024} STEPS=${STEPS:-25} WARMUP=${WARMUP:-5} LARGE_B=${LARGE_B:-32}
 TRAINER_FP32=${TRAINER_FP32:-build/train_gpt2_fp32} TRAINER_BF16=${TRAINER_BF16:-build/train_gpt2_bf16}
 PYTHON=${PYTHON:-python3} PYTORCH=${PYTORCH:-1} PROFILE_STEPS=${PROFILE_STEPS:-5}
-EXTRAS=${EXTRAS:-1}
+EXTRAS=${EXTRAS:-1} OURS=${OURS:-1} APPEND=${APPEND:-0}
 table=$("$TRAINER_FP32" --list-chapters)
 
 trainer_for() {  # chapter -> the trainer binary of its precision
@@ -41,9 +45,11 @@ slug=${slug:-$(echo "$gpu_name" | tr 'A-Z ' 'a-z_')}
 out=results/$slug
 mkdir -p "$out/logs"
 csv=$out/results.csv
-echo "label,chapter,B,T,steps,ms_per_step,tok_per_s,tflops,mfu,peak_mem_gib,data_ms,forward_ms,backward_ms,optimizer_ms" > "$csv"
+if [ "$APPEND" != 1 ] || [ ! -f "$csv" ]; then
+  echo "label,chapter,B,T,steps,ms_per_step,tok_per_s,tflops,mfu,peak_mem_gib,data_ms,forward_ms,backward_ms,optimizer_ms" > "$csv"
+fi
 
-{
+[ "$APPEND" = 1 ] || {
   echo "gpu: $gpu_name"
   echo "driver: $(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -1)"
   echo "cuda: $(nvcc --version 2>/dev/null | grep -o 'release [0-9.]*' | cut -d' ' -f2)"
@@ -90,14 +96,14 @@ pytorch() {  # label, batch, mode
 
 chapters=${CHAPTERS:-$(echo "$table" | awk 'NR > 1 {print $1}')}
 last=$(echo "$table" | awk 'NR > 1 {print $1}' | tail -1)
-for ch in $chapters; do ours "ch$(printf %02d "$ch")" "$B" "$ch"; done
-for ch in $chapters; do profile "$ch"; done
+[ "$OURS" = 1 ] && for ch in $chapters; do ours "ch$(printf %02d "$ch")" "$B" "$ch"; done
+[ "$OURS" = 1 ] && for ch in $chapters; do profile "$ch"; done
 # Leave-one-out ablations at the last chapter: each run-time switch off in
 # turn. Only switches of the last chapter's precision: chapter 02's change,
 # bf16, is a build, not a switch (its ablation is the fp32 chapters' rows),
 # and tensor-cores (TF32) means nothing to bf16 GEMMs.
 last_prec=$(echo "$table" | awk -v ch="$last" 'NR > 1 && $1 == ch {print $2}')
-[ "$EXTRAS" = 1 ] && for sw in $(echo "$table" | awk -v p="$last_prec" 'NR > 1 && $3 != "-" && $2 == p {print $3}'); do
+[ "$EXTRAS" = 1 ] && [ "$OURS" = 1 ] && for sw in $(echo "$table" | awk -v p="$last_prec" 'NR > 1 && $3 != "-" && $2 == p {print $3}'); do
   ours "ch$(printf %02d "$last")-no-$sw" "$B" "$last" "--no-$sw"
 done
 pytorch pytorch-eager-fp32 "$B" eager-fp32
@@ -113,10 +119,16 @@ done
 # PyTorch's best single-GPU recipe (all of the above and fused AdamW): the
 # book's target, and chapter 08's row.
 pytorch pytorch-compile-bf16-flash "$B" compile-bf16-flash
-# The larger batch.
+# The larger batch, and the runs the chapters' own arguments rest on:
+# chapter 03's fit of a step's time against the batch (chapters 00 and 03 at
+# B=LARGE_B) and its switch turned off in its own chapter.
 if [ "$EXTRAS" = 1 ]; then
-  ours "ch00-B$LARGE_B" "$LARGE_B" 0
-  ours "ch$(printf %02d "$last")-B$LARGE_B" "$LARGE_B" "$last"
+  if [ "$OURS" = 1 ]; then
+    ours "ch00-B$LARGE_B" "$LARGE_B" 0
+    ours "ch03-B$LARGE_B" "$LARGE_B" 3
+    ours "ch03-no-sync-avoidance" "$B" 3 --no-sync-avoidance
+    ours "ch$(printf %02d "$last")-B$LARGE_B" "$LARGE_B" "$last"
+  fi
   pytorch "pytorch-eager-fp32-B$LARGE_B" "$LARGE_B" eager-fp32
 fi
 

@@ -3,7 +3,8 @@
 # nothing saved) and stop cleanly on Ctrl-C (the step finished, the pair
 # saved, exit 130), in chapter 00 (fp32, the loss read every step) and in
 # chapter 03 (bf16, the loss read late: the check is made when it arrives).
-# Needs a GPU: skipped, saying so, without one.
+# The last chapter too, whichever it is (flash attention and the fused
+# kernels from chapter 05 on). Needs a GPU: skipped, saying so, without one.
 source "$(dirname "$0")/lib.sh"
 
 small=(--data data/tinyshakespeare --sample-tokens 0 --val-every 0 --layers 2 --heads 4
@@ -39,6 +40,9 @@ fp32_chapter_0_diverged_run_stops() { diverges build/train_gpt2_fp32 0; }
 bf16_chapter_3_diverged_run_stops() { diverges build/train_gpt2_bf16 3; }
 fp32_chapter_0_stops_on_sigint() { stops_on_sigint build/train_gpt2_fp32 0; }
 bf16_chapter_3_stops_on_sigint() { stops_on_sigint build/train_gpt2_bf16 3; }
+last_chapter() { build/train_gpt2_bf16 --list-chapters | awk 'END {print $1}'; }
+bf16_last_chapter_diverged_run_stops() { diverges build/train_gpt2_bf16 "$(last_chapter)"; }
+bf16_last_chapter_stops_on_sigint() { stops_on_sigint build/train_gpt2_bf16 "$(last_chapter)"; }
 
 if ! nvidia-smi -L >/dev/null 2>&1 || [ ! -x build/train_gpt2_fp32 ]; then
   echo "[SKIP] test_gpu_trainer_runs: no GPU here (or no GPU trainers built)"
@@ -48,4 +52,6 @@ check fp32_chapter_0_diverged_run_stops
 check bf16_chapter_3_diverged_run_stops
 check fp32_chapter_0_stops_on_sigint
 check bf16_chapter_3_stops_on_sigint
+check bf16_last_chapter_diverged_run_stops
+check bf16_last_chapter_stops_on_sigint
 finish
