@@ -9,6 +9,8 @@
 //
 //   build/demos/attention_sweep [CSV] [--batch B] [--min-seq T] [--max-seq T] [--flash-only]
 //
+// CSV rows are labelled IMPL-PASS-T (flash-v3-forward-1024).
+//
 // Timing: the pass is captured K times over in a CUDA graph, the graph is
 // replayed, and the replay's time between two CUDA events is divided by K;
 // the median of REPEATS replays after WARMUP. A graph launches its kernels
@@ -136,7 +138,7 @@ int main(int argc, char **argv) {
     if (csv_path) {
         csv = fopen(csv_path, "w");
         if (!csv) die("%s: cannot open for writing", csv_path);
-        fprintf(csv, "impl,pass,B,T,NH,hs,ms,tflops,kept_mib,scratch_mib,kernels\n");
+        fprintf(csv, "label,impl,pass,B,T,NH,hs,ms,tflops,kept_mib,scratch_mib,kernels\n");
     }
     printf("%-8s %-8s %5s %10s %9s %10s %12s\n", "impl", "pass", "T", "ms", "TFLOP/s",
            "kept MiB", "scratch MiB");
@@ -175,8 +177,9 @@ int main(int argc, char **argv) {
                 printf("%-8s %-8s %5d %10.4f %9.1f %10.1f %12.1f\n", name_of_impl, name, T, ms,
                        tflops, kept / mib, scratch_bytes / mib);
                 if (csv)
-                    fprintf(csv, "%s,%s,%d,%d,%d,%d,%.5f,%.1f,%.1f,%.1f,%s\n", name_of_impl, name,
-                            B, T, NH, HS, ms, tflops, kept / mib, scratch_bytes / mib, kernels);
+                    fprintf(csv, "%s-%s-%d,%s,%s,%d,%d,%d,%d,%.5f,%.1f,%.1f,%.1f,%s\n",
+                            name_of_impl, name, T, name_of_impl, name, B, T, NH, HS, ms, tflops,
+                            kept / mib, scratch_bytes / mib, kernels);
             }
             void *all[] = {r.qkv, r.dout, r.out, r.dqkv, r.att, r.lse, r.scratch};
             for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) gpu_free(all[i]);

@@ -116,7 +116,7 @@ def main():
             tflops = flops / (ms * 1e9)
             print(f"{label:14s} {name:8s} {T:5d} {ms:10.4f} {tflops:9.1f}   {kernels}")
             if out_file:
-                out_file.write(f"{label},{name},{B},{T},{NH},{HS},{ms:.5f},{tflops:.1f},"
+                out_file.write(f"{label}-{name}-{T},{label},{name},{B},{T},{NH},{HS},{ms:.5f},{tflops:.1f},"
                                f"{kept:.1f},,{kernels}\n")
         del qkv, dout, q, k, v, out
         T *= 2
