@@ -15,6 +15,9 @@ name in book/figures/: NAME.svg for the HTML book, NAME.pdf for the PDF.
                          intensities (chapter 00)
     timelines            host and GPU over time, with a wait after every
                          launch (chapter 02) and without (chapter 03)
+    causal_tiles         flash attention's tiles of a (T, T) score matrix:
+                         which are computed, masked and skipped, and the
+                         order each kernel's blocks visit them (chapter 05)
 
 The output is deterministic, as tools/plots.py's is: the same script gives
 byte-identical files, and a file whose bytes would not change is not
@@ -322,6 +325,67 @@ def timelines():
     return save(fig, "timelines")
 
 
+# ---- flash attention's tiles ------------------------------------------------------
+# T = 1024 in tiles of 128 queries x 64 keys (the forward pass) and of 64 x 64
+# (the backward pass's two kernels), as attention_flash*.cu cut them.
+COMPUTED, MASKED, SKIPPED = "#4c72b0", "#a1c3e8", "#f2f2f2"
+
+
+def causal_grid(ax, rows, cols, row_tile, col_tile, title):
+    """A (T, T) score matrix as tiles: below the diagonal computed, on it masked
+    (some of its keys come after some of its queries), above it never visited."""
+    T = rows * row_tile
+    for r in range(rows):
+        for c in range(cols):
+            q0, q1, k0 = r * row_tile, (r + 1) * row_tile - 1, c * col_tile
+            k1 = k0 + col_tile - 1
+            colour = SKIPPED if k0 > q1 else MASKED if k1 > q0 else COMPUTED
+            ax.add_patch(patches.Rectangle((k0, T - q1 - 1), col_tile, row_tile,
+                                           facecolor=colour, edgecolor="white", lw=0.8))
+    ax.plot([0, T], [T, 0], color=INK, lw=0.8, ls=":")
+    ax.set_xlim(0, T)
+    ax.set_ylim(0, T)
+    ax.set_aspect("equal")
+    ax.set_xticks([0, T // 2, T], ["0", f"{T // 2}", f"{T}"], fontsize=7)
+    ax.set_yticks([0, T // 2, T], [f"{T}", f"{T // 2}", "0"], fontsize=7)
+    ax.set_xlabel("key (column of S)", fontsize=8)
+    ax.set_ylabel("query (row of S)", fontsize=8)
+    ax.set_title(title, fontsize=9, loc="left", fontweight="bold")
+    for side in ("top", "right"):
+        ax.spines[side].set_visible(False)
+
+
+def causal_tiles():
+    fig, axes = plt.subplots(1, 2, figsize=(8.4, 4.6))
+    causal_grid(axes[0], 8, 16, 128, 64, "Forward: a block per row of tiles")
+    causal_grid(axes[1], 16, 16, 64, 64, "Backward: dQ by rows, dK and dV by columns")
+    arrow = {"arrowstyle": "-|>", "color": "#c44e52", "lw": 1.4, "mutation_scale": 10}
+    # forward: the block of queries 640..767 walks its keys left to right
+    label = {"fontsize": 7, "color": "#c44e52", "va": "center"}
+    axes[0].annotate("", xy=(768, 1024 - 704), xytext=(8, 1024 - 704), arrowprops=arrow)
+    axes[0].annotate("one block: queries 640-767,\n12 tiles of 64 keys, left to right",
+                     xy=(660, 1024 - 700), xytext=(560, 860), **label,
+                     arrowprops={"arrowstyle": "-", "color": "#c44e52", "lw": 0.6})
+    # backward: a dq block walks its row, a dk/dv block walks down its column
+    axes[1].annotate("", xy=(704, 1024 - 672), xytext=(8, 1024 - 672), arrowprops=arrow)
+    axes[1].annotate("dQ: queries 640-703,\nkeys 0 to 703", xy=(600, 1024 - 668),
+                     xytext=(640, 700), **label,
+                     arrowprops={"arrowstyle": "-", "color": "#c44e52", "lw": 0.6})
+    axes[1].annotate("", xy=(288, 6), xytext=(288, 1024 - 264), arrowprops=arrow)
+    axes[1].annotate("dK, dV: keys 256-319,\nqueries 256 to 1023", xy=(292, 1024 - 280),
+                     xytext=(440, 930), **label,
+                     arrowprops={"arrowstyle": "-", "color": "#c44e52", "lw": 0.6})
+    legend = [patches.Patch(facecolor=COMPUTED, label="computed"),
+              patches.Patch(facecolor=MASKED, label="computed and masked (crosses the diagonal)"),
+              patches.Patch(facecolor=SKIPPED, edgecolor="#dddddd",
+                            label="never visited (every key after every query)")]
+    fig.legend(handles=legend, loc="lower center", ncol=3, frameon=False, fontsize=7.5)
+    fig.text(0.01, 0.955, "Causal attention at T = 1024: the tiles of the (T, T) scores that "
+             "flash attention computes, for one head", fontsize=10, fontweight="bold", color=INK)
+    fig.tight_layout(rect=(0, 0.06, 1, 0.94))
+    return save(fig, "causal_tiles")
+
+
 def main():
     written = []
     written += float_formats("tf32")
@@ -329,6 +393,7 @@ def main():
     written += warp_per_row()
     written += roofline()
     written += timelines()
+    written += causal_tiles()
     if written:
         print("figures: wrote " + ", ".join(written))
     else:
