@@ -396,6 +396,14 @@ $(BUILD)/demos/tf32_rounding: $(BUILD)/obj/chapters/01_tensor_cores/tf32_roundin
 
 gpu-tests-run: $(DEMOS)
 
+# make demo-07: chapters 06 (untied) and 07 (tied) trained for 300 steps,
+# their loss and validation loss side by side (chapters/07_weight_tying/
+# loss_curves.sh); `make plots` then draws them.
+.PHONY: demo-07
+demo-07: $(BUILD)/train_gpt2_bf16 $(SHAKESPEARE)
+	@if $(EXERCISE_HAVE_GPU); then bash chapters/07_weight_tying/loss_curves.sh; \
+	else echo "demo-07: no GPU here: nothing was run"; fi
+
 # make demo-03: chapter 02 against chapter 03 in the bf16 trainer: the
 # host-device waits per step, by kind, and the GPU's idle time per step
 # (chapters/03_sync_avoidance/sync_gaps.sh says how it is measured);

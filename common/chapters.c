@@ -19,6 +19,8 @@ static const Chapter CHAPTERS[] = {
     {3, "03_sync_avoidance", "Sync avoidance", "bf16"},
     {4, "04_kernel_fusion", "Kernel fusion", "bf16"},
     {5, "05_flash_attention", "Flash attention", "bf16"},
+    {6, "06_vocab_padding", "Vocabulary padding", "bf16"},
+    {7, "07_weight_tying", "Weight tying", "bf16"},
 };
 
 typedef struct {
@@ -33,6 +35,9 @@ static const SwitchRow SWITCHES[] = {
     {{"kernel-fusion", 4, "bf16"}, offsetof(Optimizations, kernel_fusion)},
     // Our own kernels on bf16 tensor cores: there is no fp32 version.
     {{"flash-attention", 5, "bf16"}, offsetof(Optimizations, flash_attention)},
+    // The model's shape: any build can run it (an fp32 ablation, say).
+    {{"vocab-padding", 6, "any"}, offsetof(Optimizations, vocab_padding)},
+    {{"weight-tying", 7, "any"}, offsetof(Optimizations, weight_tying)},
 };
 // ANCHOR_END: chapter_table
 #define NUM_CHAPTERS ((int)(sizeof CHAPTERS / sizeof CHAPTERS[0]))
@@ -102,9 +107,14 @@ int optimizations_apply_flag(Optimizations *o, const char *flag, const char *pre
 
 // ANCHOR: apply_model_switches
 void apply_model_switches(const Optimizations *o, GPT2Config *cfg) {
-    // No chapter changes the model's shape yet: chapter 06 pads the
-    // vocabulary here, chapter 07 ties lm_head to wte.
-    (void)o, (void)cfg;
+    // Chapter 06: wte's and lm_head's rows rounded up to a multiple of 128,
+    // 50257 to 50304; the new rows are zeros and stay zeros.
+    if (o->vocab_padding) {
+        const int m = VOCAB_PADDING_MULTIPLE;
+        cfg->padded_vocab_size = (cfg->vocab_size + m - 1) / m * m;
+    }
+    // Chapter 07: the logits are made with the embedding's own rows.
+    if (o->weight_tying) cfg->tied = 1;
 }
 // ANCHOR_END: apply_model_switches
 

@@ -35,6 +35,8 @@ typedef struct {
     int sync_avoidance;  // 03: the host never waits for the device inside a step
     int kernel_fusion;   // 04: fused kernels, GEMM epilogues, 16-byte vectors
     int flash_attention; // 05: attention in one kernel each way, no (T,T) scores stored
+    int vocab_padding;   // 06: wte and lm_head rounded up to 128 rows (50257 -> 50304)
+    int weight_tying;    // 07: lm_head is wte, GPT-2's own model
 } Optimizations;
 
 typedef struct {
@@ -72,9 +74,14 @@ Optimizations chapter_optimizations(int number);
 int optimizations_apply_flag(Optimizations *o, const char *flag, const char *precision,
                              char *err);
 
+// The rows the vocabulary is padded to a multiple of (chapter 06).
+#define VOCAB_PADDING_MULTIPLE 128
+
 // The shape changes of the switches (vocabulary padding, weight tying: from
 // chapter 06 on), made to the model's config before anything is allocated.
-// Every trainer and check calls it on the config it is about to build.
+// Every trainer and check calls it on the config it is about to build. A
+// switch that is off leaves its part of the shape as it was (so that
+// --padded-vocab and --tied still choose it).
 void apply_model_switches(const Optimizations *o, GPT2Config *cfg);
 
 // Prints the table (`--list-chapters`: chapter, precision, switch, title), and

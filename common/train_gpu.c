@@ -7,8 +7,40 @@
 #include <string.h>
 
 #include "gpt2_cpu.h"
+#include "model_shape.h"
 #include "sampling.h"
 #include "train_common.h"
+
+// A checkpoint's weights in the shape the chapter's switches give the model
+// (apply_model_switches): a padding of the vocabulary is added or removed
+// (gpt2_params_repad: the same model); an untied model cannot be tied (that
+// would be another model), and a resumed run keeps its checkpoint's shape,
+// which its training state has too.
+static int fit_to_switches(const char *path, int resuming, const Optimizations *o,
+                           GPT2Config *cfg, float **params, char *err) {
+    GPT2Config want = *cfg;
+    apply_model_switches(o, &want);
+    if (want.tied && !cfg->tied)
+        return fail(err, "%s: an untied model, and the chapter ties lm_head to wte "
+                         "(--weight-tying): tying it would make another model (--no-weight-tying "
+                         "trains it untied)", path);
+    if (want.padded_vocab_size == cfg->padded_vocab_size) return 0;
+    if (resuming)
+        return fail(err, "%s: %d vocabulary rows, and the chapter pads them to %d: a resumed run "
+                         "keeps its shape (--no-vocab-padding; or --init-from it)", path,
+                    cfg->padded_vocab_size, want.padded_vocab_size);
+    float *fitted = xmalloc(gpt2_num_params(&want) * sizeof(float));
+    if (gpt2_params_repad(cfg, *params, &want, fitted, err)) {
+        free(fitted);
+        return -1;
+    }
+    printf("%s: vocabulary rows %d -> %d (--vocab-padding)\n", path, cfg->padded_vocab_size,
+           want.padded_vocab_size);
+    free(*params);
+    *params = fitted;
+    *cfg = want;
+    return 0;
+}
 
 // The host copy of the initial weights: a checkpoint's or GPT-2's init, with
 // the switches' changes to the model's shape.
@@ -21,6 +53,11 @@ static int initial_params(const TrainOptions *opt, const Optimizations *o, GPT2C
             free(*params);
             return fail(err, "%s: the model's vocabulary (%d) differs from the data's (%d)", path,
                         cfg->vocab_size, opt->model.vocab_size);
+        }
+        if (fit_to_switches(path, opt->resume_from[0] != 0, o, cfg, params, err)) {
+            free(*params);
+            *params = NULL;
+            return -1;
         }
         return 0;
     }

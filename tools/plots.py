@@ -70,6 +70,11 @@ CHAPTER_PYTORCH = {
     11: "pytorch-compile-bf16-flash",
 }
 
+# The first chapter whose model is not chapter 00's: weight tying (07) shares
+# lm_head with wte, so its loss is another model's. The plot of losses that
+# should agree stops before it; tying_loss compares it with chapter 06.
+FIRST_OTHER_MODEL = 7
+
 PHASES = [  # results.csv column, legend label, colour
     ("data_ms", "data", "#8c8c8c"),
     ("forward_ms", "forward", "#4c72b0"),
@@ -348,7 +353,7 @@ def log_chapters(ctx):
 
 
 def plot_loss(ctx):
-    chapters = log_chapters(ctx)
+    chapters = [ch for ch in log_chapters(ctx) if ch["n"] < FIRST_OTHER_MODEL]
     if not chapters:
         return None, "no logs"
     base = next((ch for ch in chapters if ch["n"] == 0), None)
@@ -388,6 +393,56 @@ def plot_loss(ctx):
     sources = log_sources(chapters)
     return finish(ctx, fig, "Loss per step: every chapter trains the same model",
                   ctx["subtitle_log"], sources, "loss_curves"), None
+
+
+VAL_LINE = re.compile(r"^step\s+(\d+)\s*\|\s*val loss\s+(\S+)")
+
+
+def read_losses(path):
+    """Training losses [(step, loss)] and validation losses [(step, loss)] of a log."""
+    train, val = [], []
+    with open(path) as f:
+        for line in f:
+            m = STEP_LINE.match(line)
+            if m:
+                train.append((int(m.group(1)), number(m.group(3))))
+            m = VAL_LINE.match(line)
+            if m:
+                val.append((int(m.group(1)), number(m.group(2))))
+    return train, val
+
+
+def plot_tying(ctx):
+    """Chapter 07's demo: the untied and the tied model trained side by side."""
+    logs = os.path.join(os.path.dirname(ctx["out"]), "logs")
+    paths = [(n, os.path.join(logs, f"tying-ch0{n}.txt")) for n in (6, 7)]
+    if not all(os.path.exists(p) for _, p in paths):
+        return None, "no logs/tying-ch06.txt and tying-ch07.txt (make demo-07)"
+    fig, (ax, dax) = plt.subplots(2, 1, sharex=True, figsize=(8, 5.6),
+                                  gridspec_kw={"height_ratios": [3, 1.4]})
+    val_of = {}
+    for (n, path), colour in zip(paths, ("#4c72b0", "#c44e52")):
+        train, val = read_losses(path)
+        val_of[n] = dict(val)
+        name = "ch06, untied lm_head" if n == 6 else "ch07, lm_head tied to wte"
+        ax.plot([s for s, _ in train], [l for _, l in train], color=colour, lw=0.8, alpha=0.45)
+        ax.plot([s for s, _ in val], [l for _, l in val], color=colour, lw=1.8, marker="o",
+                ms=3.5, label=f"{name}: validation loss (training loss: thin)")
+    ax.set_ylim(3.5, 8)
+    ax.set_ylabel("loss (from 11 at step 0)")
+    ax.grid(color="#eeeeee")
+    ax.legend(frameon=False, fontsize=8.5)
+    steps = sorted(set(val_of[6]) & set(val_of[7]))
+    dax.bar(steps, [val_of[7][s] - val_of[6][s] for s in steps], width=12, color="#8172b3")
+    dax.axhline(0, color="#888888", lw=0.8)
+    dax.set_ylabel("validation loss,\nch07 − ch06")
+    dax.set_xlabel("step")
+    dax.grid(color="#eeeeee")
+    sources = f"{rel(logs)}/tying-ch06.txt and tying-ch07.txt, written by make demo-07"
+    quiet = dict(ctx, when="")  # the demo's own run, not the benchmark's
+    return finish(quiet, fig, "Weight tying changes the model: untied and tied, side by side",
+                  "GPT-2 124M, B=16, T=1024, the same seed and batches\ndata: TinyShakespeare, "
+                  "validation on its held-out tenth", sources, "tying_loss"), None
 
 
 def plot_heatmap(ctx):
@@ -542,7 +597,7 @@ def plot_gpu(folder):
     for name, draw in (("throughput", lambda c: (plot_throughput(c), None)),
                        ("speedup", plot_speedup), ("phases", plot_phases),
                        ("loss_curves", plot_loss), ("heatmap", plot_heatmap),
-                       ("gemm_roofline", plot_gemm_roofline)):
+                       ("gemm_roofline", plot_gemm_roofline), ("tying_loss", plot_tying)):
         files, why = draw(ctx)
         if files is None:
             print(f"plots: {rel(folder)}: no {name} plot: {why}")

@@ -48,7 +48,8 @@ File formats (little-endian, as common/checkpoint.h and common/debug_state.h):
   debug state  256 int32 header: [0]=20240327 [1]=2 [2]=B [3]=T, the rest 0;
                then x (B*T int32), y (B*T int32), logits (B*T*V float32, V
                UNPADDED), the loss (1 float32), and the gradient of every tensor
-               in checkpoint order, wte's and lm_head's with V rows (unpadded).
+               in checkpoint order, wte's and lm_head's with Vp rows, as llm.c
+               writes them (the padding rows' gradients are zeros).
                When tied, wte's gradient holds both of its uses.
   token shard  (--tokens) 256 int32 header: [0]=20240520 [1]=1 [2]=count; then
                count uint16 tokens. The batch is B*T+1 consecutive tokens from
@@ -109,10 +110,10 @@ class GPT2Config:
         if c.channels % c.num_heads:
             raise ValueError(f"channels ({c.channels}) must be divisible by heads ({c.num_heads})")
 
-    def tensor_shapes(self, vocab_rows=None):
-        """(name, shape) of the 17 tensors in checkpoint order; lm_head is left
-        out when tied. vocab_rows replaces Vp (the debug state uses V)."""
-        Vr = self.padded_vocab_size if vocab_rows is None else vocab_rows
+    def tensor_shapes(self):
+        """(name, shape) of the 17 tensors in checkpoint order (wte and lm_head
+        with Vp rows); lm_head is left out when tied."""
+        Vr = self.padded_vocab_size
         T, L, C = self.max_seq_len, self.num_layers, self.channels
         shapes = [("wte", (Vr, C)), ("wpe", (T, C)), ("ln1w", (L, C)), ("ln1b", (L, C)),
                   ("qkvw", (L, 3 * C, C)), ("qkvb", (L, 3 * C)), ("attprojw", (L, C, C)),
@@ -322,9 +323,9 @@ def write_checkpoint(path, model):
 def write_debug_state(path, model, x, y, logits, loss):
     c, (B, T) = model.cfg, x.shape
     V = c.vocab_size
-    grads = []
-    for name, g in model.checkpoint_tensors(grads=True):
-        grads.append(g[:V] if name in ("wte", "lm_head") else g)  # drop the padding rows
+    # llm.c's layout: wte's and lm_head's gradients with all Vp rows (the
+    # padding rows' are zero: the loss reads only the first V logits).
+    grads = [g for _, g in model.checkpoint_tensors(grads=True)]
     chunks = [header(DEBUG_STATE_MAGIC, DEBUG_STATE_VERSION, B, T),
               x.to(torch.int32), y.to(torch.int32),
               logits[..., :V].float(), torch.tensor([loss], dtype=torch.float32)] + grads
@@ -384,7 +385,7 @@ def read_debug_state(path, cfg):
     """Returns dict(B, T, x, y, logits, loss, grads=[(name, array)]) for a model
     of shape cfg, after checking the header and the exact length."""
     V = cfg.vocab_size
-    shapes = cfg.tensor_shapes(vocab_rows=V)
+    shapes = cfg.tensor_shapes()
     with open(path, "rb") as f:
         h = read_header(path, f, DEBUG_STATE_MAGIC, DEBUG_STATE_VERSION)
         B, T = int(h[2]), int(h[3])

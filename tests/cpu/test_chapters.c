@@ -50,14 +50,34 @@ Test(chapters, a_switch_of_the_other_build_is_refused) {
     cr_assert_eq(optimizations_apply_flag(&o, "sync-avoidance", "fp32", err), 0);
 }
 
-// No chapter so far changes the model's shape.
-Test(chapters, model_switches_leave_the_shape_of_chapters_00_to_03) {
-    GPT2Config c = gpt2_config_124m(), before = c;
+// Chapters 00-05 keep the model's shape; 06 pads the vocabulary to 50304
+// rows, 07 also ties lm_head to wte; a switch turned off undoes its part.
+Test(chapters, model_switches_change_the_shape_from_chapter_06) {
+    const GPT2Config base = gpt2_config_124m();
     for (int n = 0; n < chapter_count(); n++) {
+        GPT2Config c = base;
         Optimizations o = chapter_optimizations(n);
         apply_model_switches(&o, &c);
-        cr_assert(memcmp(&c, &before, sizeof c) == 0, "chapter %d changed the shape", n);
+        cr_assert_eq(c.padded_vocab_size, n >= 6 ? 50304 : 50257, "chapter %d", n);
+        cr_assert_eq(c.tied, n >= 7, "chapter %d", n);
+        GPT2Config rest = c;
+        rest.padded_vocab_size = base.padded_vocab_size, rest.tied = base.tied;
+        cr_assert(memcmp(&rest, &base, sizeof rest) == 0, "chapter %d changed more", n);
     }
+    GPT2Config c = base;
+    Optimizations seven = chapter_optimizations(7);
+    char err[ERR_LEN];
+    cr_assert_eq(optimizations_apply_flag(&seven, "--no-vocab-padding", "bf16", err), 1);
+    apply_model_switches(&seven, &c);
+    cr_assert(c.padded_vocab_size == 50257 && c.tied == 1);
+    // Padding rounds up to a multiple of 128, and leaves one alone.
+    GPT2Config tiny = {.max_seq_len = 32, .vocab_size = 250, .padded_vocab_size = 250,
+                       .num_layers = 2, .num_heads = 4, .channels = 64, .tied = 0};
+    Optimizations six = chapter_optimizations(6);
+    apply_model_switches(&six, &tiny);
+    cr_assert_eq(tiny.padded_vocab_size, 256);
+    apply_model_switches(&six, &tiny);
+    cr_assert_eq(tiny.padded_vocab_size, 256);
 }
 
 Test(chapters, numbered_in_order_with_a_precision_each) {
@@ -130,4 +150,18 @@ Test(chapters, chapter_05_adds_flash_attention) {
     cr_assert(memcmp(&four, &five, sizeof four) == 0, "--no-flash-attention is chapter 04");
     cr_assert_eq(optimizations_apply_flag(&five, "--flash-attention", "fp32", err), -1);
     cr_assert(strstr(err, "--flash-attention"), "got: %s", err);
+}
+
+// Chapters 06 and 07 are one switch each, both a change of the model's shape
+// that any build can run.
+Test(chapters, chapters_06_and_07_pad_and_tie) {
+    cr_assert_str_eq(chapter_get(6)->slug, "06_vocab_padding");
+    cr_assert_str_eq(chapter_switch(6)->name, "vocab-padding");
+    cr_assert_str_eq(chapter_get(7)->slug, "07_weight_tying");
+    cr_assert_str_eq(chapter_switch(7)->name, "weight-tying");
+    Optimizations o = chapter_optimizations(5);
+    char err[ERR_LEN];
+    cr_assert_eq(optimizations_apply_flag(&o, "--weight-tying", "fp32", err), 1);
+    cr_assert_eq(optimizations_apply_flag(&o, "--vocab-padding", "fp32", err), 1);
+    cr_assert(o.weight_tying == 1 && o.vocab_padding == 1);
 }

@@ -14,6 +14,7 @@
 #include "gpt2_cpu.h"
 #include "gpt2_gpu.h"
 #include "gpu_test.h"
+#include "model_shape.h"
 #include "optimizer.h"
 #include "tolerances.h"
 
@@ -445,6 +446,183 @@ Test(model, flash_matches_chapter_04_gpt2_heads) {
     cfg.channels = 128;
     cfg.num_heads = 2;
     check_chapter_matches_previous(5, &cfg);
+}
+
+// ---- chapter 06: the vocabulary padded ---------------------------------------------
+// The logits of the real vocabulary, rows of V values, whatever the padding.
+static float *gpu_real_logits(GPT2Gpu *gpu, const int32_t *x, const int32_t *y) {
+    char err[ERR_LEN];
+    cr_assert(gpt2_gpu_forward_tokens(gpu, x, y, B, T, GPT2_LOSS, err) == 0, "%s", err);
+    const int V = gpu->config.vocab_size;
+    float *logits = xmalloc((size_t)B * T * V * sizeof(float));
+    gpt2_gpu_download_logits(gpu, 0, (size_t)B * T, V, logits);
+    return logits;
+}
+
+// A parameter-sized host buffer's tensor i, of model `gpu`.
+static const float *tensor_of(const GPT2Gpu *gpu, const float *all, int i) {
+    size_t offset = 0;
+    for (int t = 0; t < i; t++) offset += gpu->param_sizes[t];
+    return all + offset;
+}
+
+// Every tensor's elements that both models have: all of them, but of wte
+// and lm_head the V real rows only.
+static size_t shared_elements(const GPT2Gpu *a, int i) {
+    const GPT2Config *c = &a->config;
+    return i == PARAM_WTE || i == PARAM_LM_HEAD ? (size_t)c->vocab_size * c->channels
+                                                : a->param_sizes[i];
+}
+
+// Chapter 06 computes chapter 05's function: the same weights, with zero
+// rows appended to wte and lm_head (gpt2_params_repad). The logits of the
+// real vocabulary and the loss within bf16's tolerances, every gradient of
+// the real rows by direction and size, then five AdamW steps.
+Test(model, padded_matches_chapter_05) {
+    GPT2Config c5 = tiny(0, 0), c6 = c5;
+    Optimizations o5 = chapter_optimizations(5), o6 = chapter_optimizations(6);
+    apply_model_switches(&o6, &c6);
+    cr_assert(c6.padded_vocab_size == 256 && c5.padded_vocab_size == 250);
+    float *p5 = xmalloc(gpt2_num_params(&c5) * sizeof(float));
+    float *p6 = xmalloc(gpt2_num_params(&c6) * sizeof(float));
+    gpt2_init_params(&c5, p5, 7);
+    for (size_t i = 0; i < gpt2_num_params(&c5); i++) p5[i] *= 3;
+    char err[ERR_LEN];
+    cr_assert(gpt2_params_repad(&c5, p5, &c6, p6, err) == 0, "%s", err);
+    GPT2Gpu g5, g6;
+    gpt2_gpu_init(&g5, &gt_ctx, &c5, p5, B, T, &o5);
+    gpt2_gpu_init(&g6, &gt_ctx, &c6, p6, B, T, &o6);
+    int32_t x[B * T], y[B * T];
+    random_batch(x, y, c5.vocab_size, 11);
+    gt_compare("real logits: chapter 06 vs 05", gpu_real_logits(&g6, x, y),
+               gpu_real_logits(&g5, x, y), (size_t)B * T * c5.vocab_size, TOL_GPU_MODEL_BF16);
+    float l5 = gpu_forward_backward(&g5, x, y), l6 = gpu_forward_backward(&g6, x, y);
+    gt_compare("loss: chapter 06 vs 05", &l6, &l5, 1, TOL_GPU_LOSS_BF16);
+    float *gr5 = xmalloc(g5.num_params * sizeof(float)), *gr6 = xmalloc(g6.num_params * sizeof(float));
+    gpt2_gpu_download_floatx(g5.grads, gr5, g5.num_params);
+    gpt2_gpu_download_floatx(g6.grads, gr6, g6.num_params);
+    for (int t = 0; t < NUM_PARAM_TENSORS; t++) {
+        size_t n = shared_elements(&g5, t);
+        if (n == 0) continue;
+        char what[64];
+        snprintf(what, sizeof what, "gradient of %s, chapter 06 vs 05", gpt2_param_names[t]);
+        assert_cosine(what, tensor_of(&g6, gr6, t), tensor_of(&g5, gr5, t), n,
+                      TOL_GPU_GRAD_COSINE_BF16);
+        assert_norm_ratio(what, tensor_of(&g6, gr6, t), tensor_of(&g5, gr5, t), n);
+    }
+    AdamWConfig adamw = adamw_default_config();
+    adamw.eps = 1e-6f;
+    for (int step = 1; step <= STEPS; step++) {
+        random_batch(x, y, c5.vocab_size, 100 + step);
+        float a = gpu_forward_backward(&g5, x, y), b = gpu_forward_backward(&g6, x, y);
+        gpt2_gpu_update(&g5, 1e-3f, &adamw, 1.0f, step, g5.norm);
+        gpt2_gpu_update(&g6, 1e-3f, &adamw, 1.0f, step, g6.norm);
+        char what[48];
+        snprintf(what, sizeof what, "loss at step %d, chapter 06 vs 05", step);
+        gt_compare(what, &b, &a, 1, TOL_GPU_LOSS_BF16);
+    }
+    free(p5), free(p6), free(gr5), free(gr6);
+    gpt2_gpu_free(&g5);
+    gpt2_gpu_free(&g6);
+}
+
+// The padding rows of wte and lm_head: no token embeds with them and the
+// classifier gives their logits a zero gradient, so their gradients are
+// zeros, AdamW's moments stay zeros, and so do they (weight decay of zero
+// is zero): exactly, after every step, in the bf16 weights and the fp32
+// master copy.
+Test(model, padded_rows_stay_zero) {
+    GPT2Config cfg = tiny(0, 0);
+    Optimizations o = chapter_optimizations(6);
+    apply_model_switches(&o, &cfg);
+    float *p = xmalloc(gpt2_num_params(&cfg) * sizeof(float));
+    gpt2_init_params(&cfg, p, 7);
+    GPT2Gpu g;
+    gpt2_gpu_init(&g, &gt_ctx, &cfg, p, B, T, &o);
+    AdamWConfig adamw = adamw_default_config();
+    const size_t n = g.num_params, C = cfg.channels, V = cfg.vocab_size, Vp = cfg.padded_vocab_size;
+    float *host = xmalloc(n * sizeof(float));
+    for (int step = 1; step <= STEPS; step++) {
+        int32_t x[B * T], y[B * T];
+        random_batch(x, y, cfg.vocab_size, 200 + step);
+        gpu_forward_backward(&g, x, y);
+        gpt2_gpu_update(&g, 1e-3f, &adamw, 1.0f, step, g.norm);
+        const struct {
+            const char *name;
+            int is_floatx;
+            const void *device;
+        } buffers[] = {{"weights (bf16)", 1, g.params}, {"gradients", 1, g.grads},
+                       {"master weights", 0, g.master}, {"AdamW m", 0, g.m}, {"AdamW v", 0, g.v}};
+        for (size_t k = 0; k < sizeof buffers / sizeof buffers[0]; k++) {
+            if (buffers[k].is_floatx) gpt2_gpu_download_floatx(buffers[k].device, host, n);
+            else gpt2_gpu_download(&g, buffers[k].device, host);
+            for (int t = PARAM_WTE; t <= PARAM_LM_HEAD; t += PARAM_LM_HEAD - PARAM_WTE) {
+                const float *rows = tensor_of(&g, host, t);
+                for (size_t i = V * C; i < Vp * C; i++)
+                    cr_assert(rows[i] == 0.0f, "%s of %s, padding row %zu, after step %d: %g",
+                              buffers[k].name, gpt2_param_names[t], i / C, step,
+                              (double)rows[i]);
+            }
+        }
+    }
+    free(p), free(host);
+    gpt2_gpu_free(&g);
+}
+
+// ---- chapter 07: lm_head tied to wte -----------------------------------------------
+// The tied model against the CPU reference, in the chapter's shape (padded
+// and tied), as every chapter's model is.
+Test(model, tied_forward_backward_match_cpu) {
+    GPT2Config cfg = tiny(0, 0);
+    Optimizations o = chapter_optimizations(7);
+    apply_model_switches(&o, &cfg);
+    cr_assert(cfg.tied && cfg.padded_vocab_size == 256);
+    compare_forward_backward_bf16(&cfg, 7);
+}
+
+// Tying changes the model, but not where it starts: an untied model whose
+// lm_head is a copy of wte (gpt2_params_untie) computes the same logits, and
+// its two gradients add up to the tied one (gpt2_grads_tie). Chapter 07 on
+// the tied weights against chapter 06 on the untied copy.
+Test(model, tied_gradient_is_the_sum_of_both_uses) {
+    GPT2Config c7 = tiny(0, 0);
+    Optimizations o6 = chapter_optimizations(6), o7 = chapter_optimizations(7);
+    apply_model_switches(&o7, &c7);
+    GPT2Config c6 = c7;
+    c6.tied = 0;
+    float *p7 = xmalloc(gpt2_num_params(&c7) * sizeof(float));
+    float *p6 = xmalloc(gpt2_num_params(&c6) * sizeof(float));
+    gpt2_init_params(&c7, p7, 7);
+    for (size_t i = 0; i < gpt2_num_params(&c7); i++) p7[i] *= 3;
+    gpt2_params_untie(&c7, p7, p6);
+    GPT2Gpu g6, g7;
+    gpt2_gpu_init(&g6, &gt_ctx, &c6, p6, B, T, &o6);
+    gpt2_gpu_init(&g7, &gt_ctx, &c7, p7, B, T, &o7);
+    int32_t x[B * T], y[B * T];
+    random_batch(x, y, c7.vocab_size, 13);
+    gt_compare("logits: tied vs its untied copy", gpu_real_logits(&g7, x, y),
+               gpu_real_logits(&g6, x, y), (size_t)B * T * c7.vocab_size, TOL_GPU_MODEL_BF16);
+    float l6 = gpu_forward_backward(&g6, x, y), l7 = gpu_forward_backward(&g7, x, y);
+    gt_compare("loss: tied vs its untied copy", &l7, &l6, 1, TOL_GPU_LOSS_BF16);
+    float *gr6 = xmalloc(g6.num_params * sizeof(float)), *gr7 = xmalloc(g7.num_params * sizeof(float));
+    float *summed = xmalloc(g7.num_params * sizeof(float));
+    gpt2_gpu_download_floatx(g6.grads, gr6, g6.num_params);
+    gpt2_gpu_download_floatx(g7.grads, gr7, g7.num_params);
+    gpt2_grads_tie(&c7, gr6, summed);
+    for (int t = 0; t < NUM_PARAM_TENSORS; t++) {
+        size_t n = g7.param_sizes[t];
+        if (n == 0) continue;
+        char what[80];
+        snprintf(what, sizeof what, "gradient of %s, tied vs the untied sum", gpt2_param_names[t]);
+        assert_cosine(what, tensor_of(&g7, gr7, t), tensor_of(&g7, summed, t), n,
+                      TOL_GPU_GRAD_COSINE_BF16);
+        assert_norm_ratio(what, tensor_of(&g7, gr7, t), tensor_of(&g7, summed, t), n);
+    }
+    // 38.6 million parameters at 124M; here (Vp x C) fewer, and their AdamW state.
+    cr_assert_eq(g6.num_params - g7.num_params, (size_t)c7.padded_vocab_size * c7.channels);
+    free(p6), free(p7), free(gr6), free(gr7), free(summed);
+    gpt2_gpu_free(&g6);
+    gpt2_gpu_free(&g7);
 }
 
 // Five AdamW steps of the bf16 model (fp32 master weights and moments) and of

@@ -41,6 +41,38 @@ bf16_chapter_3_diverged_run_stops() { diverges build/train_gpt2_bf16 3; }
 fp32_chapter_0_stops_on_sigint() { stops_on_sigint build/train_gpt2_fp32 0; }
 bf16_chapter_3_stops_on_sigint() { stops_on_sigint build/train_gpt2_bf16 3; }
 last_chapter() { build/train_gpt2_bf16 --list-chapters | awk 'END {print $1}'; }
+
+# cpu_checkpoint FLAGS...: the CPU trainer writes a small model after one
+# step, in llm.c's format (a tied one byte for byte as llm.c writes it);
+# prints its path.
+cpu_checkpoint() {
+  build/train_gpt2_cpu "${small[@]}" "$@" --steps 1 --checkpoint-every 1 \
+    --checkpoint-dir "$work/cpu" >"$work/cpu.out" 2>&1 || { fail "the CPU trainer: $(tail -2 "$work/cpu.out")"; return 1; }
+  ls "$work"/cpu/model_*.bin | head -1
+}
+
+# Chapter 07 trains on from a tied model padded to 50304 rows, as llm.c's
+# GPT-2 checkpoints are.
+bf16_chapter_7_continues_a_tied_llmc_checkpoint() {
+  local model
+  model=$(cpu_checkpoint --tied --padded-vocab 50304) || return 1
+  expect_status 0 build/train_gpt2_bf16 --chapter 7 --init-from "$model" --data data/tinyshakespeare \
+    --sample-tokens 0 --val-every 0 -b 4 --steps 5 || return 1
+  says "$work/out" "step     5/5"
+}
+
+# Chapter 06 pads an unpadded checkpoint's vocabulary (the same model);
+# chapter 07 refuses to tie an untied one (another model), saying why.
+bf16_chapters_6_and_7_fit_an_untied_checkpoint() {
+  local model
+  model=$(cpu_checkpoint) || return 1
+  expect_status 0 build/train_gpt2_bf16 --chapter 6 --init-from "$model" --data data/tinyshakespeare \
+    --sample-tokens 0 --val-every 0 -b 4 --steps 3 || return 1
+  says "$work/out" "vocabulary rows 50257 -> 50304" || return 1
+  expect_status 1 build/train_gpt2_bf16 --chapter 7 --init-from "$model" --data data/tinyshakespeare \
+    --sample-tokens 0 --val-every 0 -b 4 --steps 3 || return 1
+  says "$work/err" "an untied model, and the chapter ties lm_head to wte"
+}
 bf16_last_chapter_diverged_run_stops() { diverges build/train_gpt2_bf16 "$(last_chapter)"; }
 bf16_last_chapter_stops_on_sigint() { stops_on_sigint build/train_gpt2_bf16 "$(last_chapter)"; }
 
@@ -54,4 +86,6 @@ check fp32_chapter_0_stops_on_sigint
 check bf16_chapter_3_stops_on_sigint
 check bf16_last_chapter_diverged_run_stops
 check bf16_last_chapter_stops_on_sigint
+check bf16_chapter_7_continues_a_tied_llmc_checkpoint
+check bf16_chapters_6_and_7_fit_an_untied_checkpoint
 finish

@@ -35,8 +35,11 @@ static const Version VERSIONS[] = {
 // The GEMMs of a GPT-2 step, as (C in, OC out, bias, GELU around it, row
 // stride of the output). fc+gelu: forward with GELU after it, backward
 // through GELU before it (the fcproj GEMM's dinp), as the model runs them.
-// lm_head twice: rows of 50257 (every row but one in eight misaligned) and
-// of 50264 (gpu_ops_logits_stride): the eager v1 only has the first.
+// lm_head three times: rows of 50257 (every row but one in eight
+// misaligned), of 50264 (gpu_ops_logits_stride: chapter 04 runs the GEMM
+// padded to that width, on a copy of the weight), and 50304 wide (chapter
+// 06's padded vocabulary: no copies, whole tiles of 128). The eager v1 only
+// has the first.
 static const struct {
     const char *name;
     int C, OC, bias, gelu, ld;
@@ -48,6 +51,7 @@ static const struct {
     {"fcproj", 4 * LAB_C, LAB_C, 1, 0, LAB_C},
     {"lm_head", LAB_C, LAB_V, 0, 0, LAB_V},
     {"lm_head ld 50264", LAB_C, LAB_V, 0, 0, (LAB_V + 7) / 8 * 8},
+    {"lm_head 50304", LAB_C, 50304, 0, 0, 50304},
 };
 
 typedef struct {
