@@ -19,14 +19,15 @@
 // dropped. Returns the first such row, or -1.
 static long copy_vocab_rows(float *dst, int dst_rows, const float *src, int src_rows, int V,
                             int C) {
-    // TODO(exercise 06_vocab_padding): copy the V vocabulary rows, zero dst's rows from V to dst_rows, and return the first row of src at or past dst_rows with a non-zero value (-1 when there is none)
+    long first_kept = -1;  // the first row of src past dst_rows that is not zero
+    // TODO(exercise 06_vocab_padding): copy the V vocabulary rows, zero dst's rows from V to dst_rows, and set first_kept to the first row of src at or past dst_rows with a non-zero value (-1 when there is none)
     // Replace this stub, which makes the tests fail, with your code.
     (void)src, (void)src_rows, (void)V;
     for (size_t i = 0; i < (size_t)dst_rows * C; i++) dst[i] = 1e30f;  // not a model: every test fails
-    return -1;
     // TODO(exercise 06_vocab_padding): delete this call once the code above is written.
     exercise_unfinished("06_vocab_padding", "the rows of the vocabulary, padded",
-                        "copy the V vocabulary rows, zero dst's rows from V to dst_rows, and return the first row of src at or past dst_rows with a non-zero value (-1 when there is none)");
+                        "copy the V vocabulary rows, zero dst's rows from V to dst_rows, and set first_kept to the first row of src at or past dst_rows with a non-zero value (-1 when there is none)");
+    return first_kept;
 }
 // ANCHOR_END: copy_vocab_rows
 

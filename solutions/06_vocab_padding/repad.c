@@ -16,18 +16,21 @@
 // dropped. Returns the first such row, or -1.
 static long copy_vocab_rows(float *dst, int dst_rows, const float *src, int src_rows, int V,
                             int C) {
-    // EXERCISE BEGIN: copy the V vocabulary rows, zero dst's rows from V to dst_rows, and return the first row of src at or past dst_rows with a non-zero value (-1 when there is none)
+    long first_kept = -1;  // the first row of src past dst_rows that is not zero
+    // EXERCISE BEGIN: copy the V vocabulary rows, zero dst's rows from V to dst_rows, and set first_kept to the first row of src at or past dst_rows with a non-zero value (-1 when there is none)
     // EXERCISE STUB: (void)src, (void)src_rows, (void)V;
     // EXERCISE STUB: for (size_t i = 0; i < (size_t)dst_rows * C; i++) dst[i] = 1e30f;  // not a model: every test fails
-    // EXERCISE STUB: return -1;
     memcpy(dst, src, (size_t)V * C * sizeof(float));
     memset(dst + (size_t)V * C, 0, (size_t)(dst_rows - V) * C * sizeof(float));
-    for (long r = dst_rows; r < src_rows; r++)
+    for (long r = dst_rows; r < src_rows && first_kept < 0; r++)
         for (int c = 0; c < C; c++)
-            if (src[r * C + c] != 0.0f) return r;
-    return -1;
+            if (src[r * C + c] != 0.0f) {
+                first_kept = r;
+                break;
+            }
     // EXERCISE END
     // EXERCISE LAUNCH-CHECK: the rows of the vocabulary, padded
+    return first_kept;
 }
 // ANCHOR_END: copy_vocab_rows
 
