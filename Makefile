@@ -396,6 +396,15 @@ $(BUILD)/demos/tf32_rounding: $(BUILD)/obj/chapters/01_tensor_cores/tf32_roundin
 
 gpu-tests-run: $(DEMOS)
 
+# make demo-06: chapter 06's padded vocabulary on chapter 03's lm_head GEMM
+# (cuBLAS, unpadded rows) and on chapter 05's (cuBLASLt on a padded copy),
+# each with and without --vocab-padding (chapters/06_vocab_padding/
+# padded_vs_unpadded.sh): results/<gpu>/vocab_padding/.
+.PHONY: demo-06
+demo-06: $(BUILD)/train_gpt2_bf16 $(SHAKESPEARE)
+	@if $(EXERCISE_HAVE_GPU); then bash chapters/06_vocab_padding/padded_vs_unpadded.sh; \
+	else echo "demo-06: no GPU here: nothing was run"; fi
+
 # make demo-07: chapters 06 (untied) and 07 (tied) trained for 300 steps,
 # their loss and validation loss side by side (chapters/07_weight_tying/
 # loss_curves.sh); `make plots` then draws them.
