@@ -11,6 +11,7 @@
 #include "sampling.h"
 #include "train_common.h"
 
+// ANCHOR: fit_to_switches
 // A checkpoint's weights in the shape the chapter's switches give the model
 // (apply_model_switches): a padding of the vocabulary is added or removed
 // (gpt2_params_repad: the same model); an untied model cannot be tied (that
@@ -41,6 +42,7 @@ static int fit_to_switches(const char *path, int resuming, const Optimizations *
     *cfg = want;
     return 0;
 }
+// ANCHOR_END: fit_to_switches
 
 // The host copy of the initial weights: a checkpoint's or GPT-2's init, with
 // the switches' changes to the model's shape.

@@ -54,6 +54,7 @@ __global__ void __launch_bounds__(CLASSIFIER_THREADS)
     __syncthreads();
     if (threadIdx.x == 0) losses[row] = o.max + logf(o.sum) - target_logit;
     if (!write_dlogits) return;
+    // ANCHOR: dlogits_pass
     // Pass 2: the gradient of the mean loss, written over the logits.
     const float inv_sum = 1.0f / o.sum;
     for (int i = threadIdx.x * VEC_X; i < ld; i += blockDim.x * VEC_X) {
@@ -66,6 +67,7 @@ __global__ void __launch_bounds__(CLASSIFIER_THREADS)
         }
         store_vec(x + i, v);
     }
+    // ANCHOR_END: dlogits_pass
 }
 // ANCHOR_END: classifier_kernel
 
