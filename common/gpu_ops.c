@@ -95,13 +95,14 @@ static void classifier_backward_eager(const GpuContext *ctx, floatX *dlogits, fl
 // ---- chapter 05: flash attention ---------------------------------------------------
 // ANCHOR: flash_slots
 // No probabilities: each row's log-sum-exp is all the backward pass keeps.
-// Heads of 64, GPT-2's, run on Hopper's warpgroup products (v3); other head
-// sizes (the tests' small models) on the warp's (v2).
+// Heads of 64, GPT-2's, run on Hopper's warpgroup products (v3) on a Hopper
+// GPU; other head sizes (the tests' small models), and other GPUs, on the
+// warp's (v2).
 static void attention_forward_flash(const GpuContext *ctx, floatX *out, floatX *att, float *lse,
                                     float *scratch, const floatX *qkv, int B, int T, int C,
                                     int NH) {
     (void)att, (void)scratch;
-    if (C == 64 * NH) attention_forward_v3(ctx, out, lse, qkv, B, T, C, NH);
+    if (ctx->hopper && C == 64 * NH) attention_forward_v3(ctx, out, lse, qkv, B, T, C, NH);
     else attention_forward_v2(ctx, out, lse, qkv, B, T, C, NH);
 }
 
@@ -112,7 +113,8 @@ static void attention_backward_flash(const GpuContext *ctx, floatX *dqkv, float 
                                      const floatX *att, const float *lse, int B, int T, int C,
                                      int NH) {
     (void)att;
-    if (C == 64 * NH) attention_backward_v3(ctx, dqkv, scratch, dout, out, qkv, lse, B, T, C, NH);
+    if (ctx->hopper && C == 64 * NH)
+        attention_backward_v3(ctx, dqkv, scratch, dout, out, qkv, lse, B, T, C, NH);
     else attention_backward_v2(ctx, dqkv, scratch, dout, out, qkv, lse, B, T, C, NH);
 }
 // ANCHOR_END: flash_slots

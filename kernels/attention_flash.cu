@@ -208,7 +208,7 @@ __global__ void __launch_bounds__(BWD_THREADS, 2)
     const bf16 *dout_head = dout + (size_t)b * T * C + h * HS;
     const float *lse_row = lse + (size_t)bh * T, *delta_row = delta + (size_t)bh * T;
     const int warp = threadIdx.x / WARP_SIZE, lane = threadIdx.x % WARP_SIZE;
-    const int g = lane / 4, t4 = lane % 4;
+    const int g = lane / 4;
     const float scale = 1.0f / sqrtf((float)HS), scale_log2 = scale * LOG2E;
 
     load_tile<R, HS, BWD_THREADS>(sk, k, ld, k0, T);
@@ -246,16 +246,7 @@ __global__ void __launch_bounds__(BWD_THREADS, 2)
         mma_with_rows<HS, 1, R>(dst, vf, tdo);  // dP^T = V dO^T
         // Keys after a query (the diagonal tile) and queries past T give nothing.
         const bool mask = q0 < k0 + R || q0 + R > T;
-#pragma unroll
-        for (int nt = 0; nt < R / 8; nt++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                const int key = k0 + warp * 16 + g + 8 * (e / 2), col = nt * 8 + 2 * t4 + e % 2;
-                float p = fast_exp2(fmaf(pt[0][nt][e], scale_log2, -tlse[col] * LOG2E));
-                if (mask && (q0 + col < key || q0 + col >= T)) p = 0.0f;
-                pt[0][nt][e] = p;
-                dst[0][nt][e] = p * (dst[0][nt][e] - tdelta[col]);
-            }
+        ds_by_key_rows<R>(pt, dst, tlse, tdelta, k0 + warp * 16 + g, q0, T, mask, scale_log2);
         mma_with_probs<HS, 1, R>(dv, pt, tdo);  // dV += P^T dO
         mma_with_probs<HS, 1, R>(dk, dst, tq);  // dK += dS^T Q
         __syncthreads();
@@ -288,7 +279,7 @@ __global__ void __launch_bounds__(BWD_THREADS, 2)
     const int q0 = (gridDim.y - 1 - blockIdx.y) * R, tiles = (min(q0 + R, T) - 1) / R + 1;
     const bf16 *q = qkv + (size_t)b * T * ld + h * HS, *k = q + C, *v = q + 2 * C;
     const int warp = threadIdx.x / WARP_SIZE, lane = threadIdx.x % WARP_SIZE;
-    const int g = lane / 4, t4 = lane % 4, row0 = q0 + warp * 16;
+    const int g = lane / 4, row0 = q0 + warp * 16;
     const float scale = 1.0f / sqrtf((float)HS), scale_log2 = scale * LOG2E;
 
     load_tile<R, HS, BWD_THREADS>(sq, q, ld, q0, T);
@@ -297,12 +288,8 @@ __global__ void __launch_bounds__(BWD_THREADS, 2)
     load_tile<R, HS, BWD_THREADS>(sv, v, ld, 0, T);
     cp_async_commit();
     float row_lse[2], row_delta[2];  // rows g and g + 8 of the warp's 16
-#pragma unroll
-    for (int half = 0; half < 2; half++) {
-        const int t = row0 + g + 8 * half;
-        row_lse[half] = t < T ? lse[(size_t)bh * T + t] * LOG2E : 0.0f;
-        row_delta[half] = t < T ? delta[(size_t)bh * T + t] : 0.0f;
-    }
+    load_query_row_stats(row_lse, row_delta, lse + (size_t)bh * T, delta + (size_t)bh * T,
+                         row0 + g, T);
     uint32_t qf[1][HS / 16][4], dof[1][HS / 16][4];
     float dq[1][HS / 8][4] = {};
 
@@ -328,15 +315,7 @@ __global__ void __launch_bounds__(BWD_THREADS, 2)
             mma_with_rows<HS, 1, R>(s, qf, tk);    // S = Q K^T
             mma_with_rows<HS, 1, R>(dp, dof, tv);  // dP = dO V^T
             const bool mask = (j + 1) * R > row0;  // the tile crosses the warp's diagonal
-#pragma unroll
-            for (int nt = 0; nt < R / 8; nt++)
-#pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    const int half = e / 2, key = j * R + nt * 8 + 2 * t4 + e % 2;
-                    float p = fast_exp2(fmaf(s[0][nt][e], scale_log2, -row_lse[half]));
-                    if (mask && key > row0 + g + 8 * half) p = 0.0f;
-                    s[0][nt][e] = p * (dp[0][nt][e] - row_delta[half]);  // dS
-                }
+            ds_by_query_rows<R>(s, dp, row_lse, row_delta, row0 + g, j * R, mask, scale_log2);
             mma_with_probs<HS, 1, R>(dq, s, tk);  // dQ += dS K
         }
         __syncthreads();
@@ -347,13 +326,6 @@ __global__ void __launch_bounds__(BWD_THREADS, 2)
 // ANCHOR_END: dq_kernel
 
 // ---- launchers ----------------------------------------------------------------------
-// A kernel's dynamic shared memory above 48 KB must be allowed first, once.
-template <typename Kernel>
-void allow_shared_memory(Kernel kernel, size_t bytes) {
-    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    (int)bytes));
-}
-
 template <int HS>
 void forward(const GpuContext *ctx, floatX *out, float *lse, const floatX *qkv, int B, int T,
              int NH) {

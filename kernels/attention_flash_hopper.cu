@@ -177,7 +177,7 @@ __global__ void __launch_bounds__(GROUP, 3)
     const bf16 *dout_head = dout + (size_t)b * T * C + h * HS;
     const float *lse_row = lse + (size_t)bh * T, *delta_row = delta + (size_t)bh * T;
     const int warp = threadIdx.x / WARP_SIZE, lane = threadIdx.x % WARP_SIZE;
-    const int g = lane / 4, t4 = lane % 4;
+    const int g = lane / 4;
     const float scale = 1.0f / sqrtf((float)HS), scale_log2 = scale * LOG2E;
 
     load_tile<ROWS, HS, GROUP>(sk, k, ld, k0, T);
@@ -207,16 +207,7 @@ __global__ void __launch_bounds__(GROUP, 3)
         wgmma_commit();
         wgmma_wait<0>();
         const bool mask = q0 < k0 + ROWS || q0 + ROWS > T;
-#pragma unroll
-        for (int nt = 0; nt < ROWS / 8; nt++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                const int key = k0 + warp * 16 + g + 8 * (e / 2), col = nt * 8 + 2 * t4 + e % 2;
-                float p = fast_exp2(fmaf(pt[0][nt][e], scale_log2, -tlse[col] * LOG2E));
-                if (mask && (q0 + col < key || q0 + col >= T)) p = 0.0f;
-                pt[0][nt][e] = p;
-                dst[0][nt][e] = p * (dst[0][nt][e] - tdelta[col]);
-            }
+        ds_by_key_rows<ROWS>(pt, dst, tlse, tdelta, k0 + warp * 16 + g, q0, T, mask, scale_log2);
         wg_mma_with_probs(dv[0], pt[0], tdo);  // dV += P^T dO
         wg_mma_with_probs(dk[0], dst[0], tq);  // dK += dS^T Q
         wgmma_commit();
@@ -242,7 +233,7 @@ __global__ void __launch_bounds__(GROUP, 3)
     const int q0 = (gridDim.y - 1 - blockIdx.y) * ROWS, tiles = (min(q0 + ROWS, T) - 1) / ROWS + 1;
     const bf16 *q = qkv + (size_t)b * T * ld + h * HS, *k = q + C, *v = q + 2 * C;
     const int warp = threadIdx.x / WARP_SIZE, lane = threadIdx.x % WARP_SIZE;
-    const int g = lane / 4, t4 = lane % 4, row0 = q0 + warp * 16;
+    const int g = lane / 4, row0 = q0 + warp * 16;
     const float scale = 1.0f / sqrtf((float)HS), scale_log2 = scale * LOG2E;
 
     load_tile<ROWS, HS, GROUP>(sq, q, ld, q0, T);
@@ -251,12 +242,8 @@ __global__ void __launch_bounds__(GROUP, 3)
     load_tile<ROWS, HS, GROUP>(sv, v, ld, 0, T);
     cp_async_commit();
     float row_lse[2], row_delta[2];  // rows g and g + 8 of the warp's 16
-#pragma unroll
-    for (int half = 0; half < 2; half++) {
-        const int t = row0 + g + 8 * half;
-        row_lse[half] = t < T ? lse[(size_t)bh * T + t] * LOG2E : 0.0f;
-        row_delta[half] = t < T ? delta[(size_t)bh * T + t] : 0.0f;
-    }
+    load_query_row_stats(row_lse, row_delta, lse + (size_t)bh * T, delta + (size_t)bh * T,
+                         row0 + g, T);
     float dq[1][HS / 8][4] = {};
 
     for (int j = 0; j < tiles; j++) {
@@ -274,15 +261,7 @@ __global__ void __launch_bounds__(GROUP, 3)
         wgmma_commit();
         wgmma_wait<0>();
         const bool mask = (j + 1) * ROWS > row0;
-#pragma unroll
-        for (int nt = 0; nt < ROWS / 8; nt++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                const int half = e / 2, key = j * ROWS + nt * 8 + 2 * t4 + e % 2;
-                float p = fast_exp2(fmaf(s[0][nt][e], scale_log2, -row_lse[half]));
-                if (mask && key > row0 + g + 8 * half) p = 0.0f;
-                s[0][nt][e] = p * (dp[0][nt][e] - row_delta[half]);  // dS
-            }
+        ds_by_query_rows<ROWS>(s, dp, row_lse, row_delta, row0 + g, j * ROWS, mask, scale_log2);
         wg_mma_with_probs(dq[0], s[0], tk);  // dQ += dS K
         wgmma_commit();
         wgmma_wait<0>();
@@ -293,12 +272,6 @@ __global__ void __launch_bounds__(GROUP, 3)
 // ANCHOR_END: dq_kernel_wgmma
 
 // ---- launchers ----------------------------------------------------------------------
-template <typename Kernel>
-void allow_shared_memory(Kernel kernel, size_t bytes) {
-    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    (int)bytes));
-}
-
 }  // namespace
 
 static void check_head_size(const char *who, int C, int NH) {

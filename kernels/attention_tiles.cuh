@@ -1,7 +1,8 @@
 // attention_tiles.cuh: what chapter 05's two flash attention files share
 // (attention_flash.cu, mma.sync, and attention_flash_hopper.cu, wgmma): the
 // tiles of rows in shared memory and how they are loaded and stored, the
-// online softmax of a thread's rows, and the backward pass's first kernel.
+// online softmax of a thread's rows, the backward pass's first kernel and
+// the step between its products.
 // For the .cu files of the bf16 build only.
 //
 // Both files lay their products out the same way: a warp owns 16 rows of a
@@ -17,6 +18,7 @@
 #include <math.h>
 #include <stdint.h>
 
+#include "gpu_context.h"
 #include "mma.cuh"
 #include "reduce.cuh"
 
@@ -197,6 +199,77 @@ __device__ __forceinline__ void load_row_stats(float *dst, const float *src, int
         cp_async_4(dst + i, src + (row0 + i < T ? row0 + i : 0), row0 + i < T ? 4 : 0);
 }
 
+// ANCHOR: backward_probs
+// The step between the backward pass's products, for a warp's 16 rows of
+// one tile, as the dQ kernels hold them (queries are rows, keys columns):
+// S and dP in, the probabilities P = 2^(S scale_log2 - lse) rebuilt
+// (row_lse in units of log2), keys after the row's query set to 0 (`mask`,
+// on tiles that cross the diagonal), and dS = P * (dP - D) written over S.
+// row0 is the thread's first row (its second is row0 + 8), key0 the tile's
+// first key.
+template <int N>
+__device__ __forceinline__ void ds_by_query_rows(float (&s)[1][N / 8][4],
+                                                 const float (&dp)[1][N / 8][4],
+                                                 const float (&row_lse)[2],
+                                                 const float (&row_delta)[2], int row0, int key0,
+                                                 bool mask, float scale_log2) {
+    const int t4 = threadIdx.x % 4;
+#pragma unroll
+    for (int nt = 0; nt < N / 8; nt++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            const int half = e / 2, key = key0 + nt * 8 + 2 * t4 + e % 2;
+            float p = fast_exp2(fmaf(s[0][nt][e], scale_log2, -row_lse[half]));
+            if (mask && key > row0 + 8 * half) p = 0.0f;
+            s[0][nt][e] = p * (dp[0][nt][e] - row_delta[half]);
+        }
+}
+
+// The same step transposed, as the dK/dV kernels hold it (keys are rows,
+// queries columns): S^T and dP^T in, P^T and dS^T out, in place. The
+// columns' lse (natural units) and D come from the tile's rows in shared
+// memory; a query before the row's key, or at or past T, gives 0. key0 is
+// the thread's first key (its second is key0 + 8), q0 the tile's first
+// query; `mask` on tiles that cross the diagonal or T.
+template <int N>
+__device__ __forceinline__ void ds_by_key_rows(float (&pt)[1][N / 8][4], float (&dst)[1][N / 8][4],
+                                               const float *tile_lse, const float *tile_delta,
+                                               int key0, int q0, int T, bool mask,
+                                               float scale_log2) {
+    const int t4 = threadIdx.x % 4;
+#pragma unroll
+    for (int nt = 0; nt < N / 8; nt++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            const int key = key0 + 8 * (e / 2), col = nt * 8 + 2 * t4 + e % 2;
+            float p = fast_exp2(fmaf(pt[0][nt][e], scale_log2, -tile_lse[col] * LOG2E));
+            if (mask && (q0 + col < key || q0 + col >= T)) p = 0.0f;
+            pt[0][nt][e] = p;
+            dst[0][nt][e] = p * (dst[0][nt][e] - tile_delta[col]);
+        }
+}
+// ANCHOR_END: backward_probs
+
+// The lse (in units of log2) and D of the thread's two rows of a dQ tile,
+// row0 and row0 + 8, from the (b, h) rows of lse and D; 0 past T.
+__device__ __forceinline__ void load_query_row_stats(float (&row_lse)[2], float (&row_delta)[2],
+                                                     const float *lse_row,
+                                                     const float *delta_row, int row0, int T) {
+#pragma unroll
+    for (int half = 0; half < 2; half++) {
+        const int t = row0 + 8 * half;
+        row_lse[half] = t < T ? lse_row[t] * LOG2E : 0.0f;
+        row_delta[half] = t < T ? delta_row[t] : 0.0f;
+    }
+}
+
 }  // namespace
+
+// A kernel's dynamic shared memory above 48 KB must be allowed first, once.
+template <typename Kernel>
+void allow_shared_memory(Kernel kernel, size_t bytes) {
+    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    (int)bytes));
+}
 
 #endif

@@ -36,6 +36,9 @@ extern "C" void gpu_context_init(GpuContext *ctx, int device) {
     ctx->device = device;
     CUDA_CHECK(cudaSetDevice(device));
     CUDA_CHECK(cudaDeviceGetAttribute(&ctx->sm_count, cudaDevAttrMultiProcessorCount, device));
+    int major = 0;
+    CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+    ctx->hopper = major == 9;
     // A blocking stream (not cudaStreamNonBlocking): plain cudaMemcpy and
     // cudaMemset, which run on the legacy default stream, stay ordered with
     // our kernels. Chapter 08 brings streams that overlap on purpose.

@@ -26,6 +26,7 @@ extern "C" {
 typedef struct {
     int device;            // the CUDA device this context runs on
     int sm_count;          // its streaming multiprocessors, for reports
+    int hopper;            // 1 on compute capability 9.x (H100, H200): wgmma's sm_90a code runs
     cudaStream_t stream;   // every launcher and cuBLAS call runs on it
     cublasHandle_t cublas; // bound to `stream`
     // The two chapter switches that change how every launch is made rather

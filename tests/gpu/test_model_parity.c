@@ -240,6 +240,29 @@ static void assert_norm_ratio(const char *what, const float *got, const float *r
               "%s: |gpu| / |cpu| = %.6f, more than %g from 1", what, r, TOL_GRAD_NORM_RATIO);
 }
 
+// Every parameter tensor's gradient, `got` against `ref`, by direction
+// (assert_cosine, TOL_GPU_GRAD_COSINE_BF16) and by size (assert_norm_ratio).
+// Each buffer is laid out by its own tensor sizes; where they differ (a
+// padded vocabulary against an unpadded one) the rows both have, the first
+// ones, are compared. Empty tensors (a tied lm_head) are skipped. `vs` names
+// the comparison in the messages.
+static void assert_gradients_agree(const float *got, const size_t got_sizes[NUM_PARAM_TENSORS],
+                                   const float *ref, const size_t ref_sizes[NUM_PARAM_TENSORS],
+                                   const char *vs) {
+    for (int t = 0; t < NUM_PARAM_TENSORS; t++) {
+        const size_t n = got_sizes[t] < ref_sizes[t] ? got_sizes[t] : ref_sizes[t];
+        if (n > 0) {
+            char what[96];
+            snprintf(what, sizeof what, "gradient of %s, %s", gpt2_param_names[t], vs);
+            print_max_diff(what, got, ref, n);
+            assert_cosine(what, got, ref, n, TOL_GPU_GRAD_COSINE_BF16);
+            assert_norm_ratio(what, got, ref, n);
+        }
+        got += got_sizes[t];
+        ref += ref_sizes[t];
+    }
+}
+
 // bf16 weights that are not the master weights rounded to nearest even
 // would mean the upload or AdamW's rounding went wrong: bit for bit.
 static void assert_params_are_rounded_master(const GPT2Gpu *gpu, const char *when) {
@@ -304,17 +327,7 @@ static void compare_forward_backward_bf16(const GPT2Config *cfg, int chapter) {
     gt_compare("loss (bf16)", &loss, &cpu.mean_loss, 1, TOL_GPU_LOSS_BF16);
     float *grads = xmalloc(gpu.num_params * sizeof(float));
     gpt2_gpu_download_floatx(gpu.grads, grads, gpu.num_params);
-    size_t offset = 0;
-    for (int t = 0; t < NUM_PARAM_TENSORS; t++) {
-        size_t n = cpu.param_sizes[t];
-        if (n == 0) continue;
-        char what[48];
-        snprintf(what, sizeof what, "gradient of %s (bf16)", gpt2_param_names[t]);
-        print_max_diff(what, grads + offset, cpu.grads + offset, n);
-        assert_cosine(what, grads + offset, cpu.grads + offset, n, TOL_GPU_GRAD_COSINE_BF16);
-        assert_norm_ratio(what, grads + offset, cpu.grads + offset, n);
-        offset += n;
-    }
+    assert_gradients_agree(grads, gpu.param_sizes, cpu.grads, cpu.param_sizes, "bf16 vs CPU");
     free(logits);
     free(grads);
     gpt2_gpu_free(&gpu);
@@ -374,16 +387,8 @@ static void check_chapter_matches_previous(int chapter, const GPT2Config *cfg) {
     float *g0 = xmalloc(n * sizeof(float)), *g1 = xmalloc(n * sizeof(float));
     gpt2_gpu_download_floatx(before.grads, g0, n);
     gpt2_gpu_download_floatx(after.grads, g1, n);
-    size_t offset = 0;
-    for (int t = 0; t < NUM_PARAM_TENSORS; t++) {
-        size_t nt = before.param_sizes[t];
-        if (nt == 0) continue;
-        snprintf(what, sizeof what, "gradient of %s, chapter %02d vs %02d", gpt2_param_names[t],
-                 chapter, chapter - 1);
-        assert_cosine(what, g1 + offset, g0 + offset, nt, TOL_GPU_GRAD_COSINE_BF16);
-        assert_norm_ratio(what, g1 + offset, g0 + offset, nt);
-        offset += nt;
-    }
+    snprintf(what, sizeof what, "chapter %02d vs %02d", chapter, chapter - 1);
+    assert_gradients_agree(g1, after.param_sizes, g0, before.param_sizes, what);
     // Five steps each, from the same weights (the first step's gradients above
     // are recomputed: step_both-style, on the batches of seed 100 + step).
     AdamWConfig adamw = adamw_default_config();
@@ -466,14 +471,6 @@ static const float *tensor_of(const GPT2Gpu *gpu, const float *all, int i) {
     return all + offset;
 }
 
-// Every tensor's elements that both models have: all of them, but of wte
-// and lm_head the V real rows only.
-static size_t shared_elements(const GPT2Gpu *a, int i) {
-    const GPT2Config *c = &a->config;
-    return i == PARAM_WTE || i == PARAM_LM_HEAD ? (size_t)c->vocab_size * c->channels
-                                                : a->param_sizes[i];
-}
-
 // Chapter 06 computes chapter 05's function: the same weights, with zero
 // rows appended to wte and lm_head (gpt2_params_repad). The logits of the
 // real vocabulary and the loss within bf16's tolerances, every gradient of
@@ -501,15 +498,7 @@ Test(model, padded_matches_chapter_05) {
     float *gr5 = xmalloc(g5.num_params * sizeof(float)), *gr6 = xmalloc(g6.num_params * sizeof(float));
     gpt2_gpu_download_floatx(g5.grads, gr5, g5.num_params);
     gpt2_gpu_download_floatx(g6.grads, gr6, g6.num_params);
-    for (int t = 0; t < NUM_PARAM_TENSORS; t++) {
-        size_t n = shared_elements(&g5, t);
-        if (n == 0) continue;
-        char what[64];
-        snprintf(what, sizeof what, "gradient of %s, chapter 06 vs 05", gpt2_param_names[t]);
-        assert_cosine(what, tensor_of(&g6, gr6, t), tensor_of(&g5, gr5, t), n,
-                      TOL_GPU_GRAD_COSINE_BF16);
-        assert_norm_ratio(what, tensor_of(&g6, gr6, t), tensor_of(&g5, gr5, t), n);
-    }
+    assert_gradients_agree(gr6, g6.param_sizes, gr5, g5.param_sizes, "chapter 06 vs 05");
     AdamWConfig adamw = adamw_default_config();
     adamw.eps = 1e-6f;
     for (int step = 1; step <= STEPS; step++) {
@@ -609,15 +598,7 @@ Test(model, tied_gradient_is_the_sum_of_both_uses) {
     gpt2_gpu_download_floatx(g6.grads, gr6, g6.num_params);
     gpt2_gpu_download_floatx(g7.grads, gr7, g7.num_params);
     gpt2_grads_tie(&c7, gr6, summed);
-    for (int t = 0; t < NUM_PARAM_TENSORS; t++) {
-        size_t n = g7.param_sizes[t];
-        if (n == 0) continue;
-        char what[80];
-        snprintf(what, sizeof what, "gradient of %s, tied vs the untied sum", gpt2_param_names[t]);
-        assert_cosine(what, tensor_of(&g7, gr7, t), tensor_of(&g7, summed, t), n,
-                      TOL_GPU_GRAD_COSINE_BF16);
-        assert_norm_ratio(what, tensor_of(&g7, gr7, t), tensor_of(&g7, summed, t), n);
-    }
+    assert_gradients_agree(gr7, g7.param_sizes, summed, g7.param_sizes, "tied vs the untied sum");
     // 38.6 million parameters at 124M; here (Vp x C) fewer, and their AdamW state.
     cr_assert_eq(g6.num_params - g7.num_params, (size_t)c7.padded_vocab_size * c7.channels);
     free(p6), free(p7), free(gr6), free(gr7), free(summed);
