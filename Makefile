@@ -27,7 +27,8 @@ CUDA_HOME ?= /usr/local/cuda
 NVCC      ?= $(CUDA_HOME)/bin/nvcc
 HAVE_NVCC := $(shell command -v $(NVCC) >/dev/null 2>&1 && echo 1)
 CUDA_HOST_SRCS := common/activations.c common/check_state.c common/floatx_host.c \
-                  common/gpt2_gpu.c common/gpu_ops.c common/loss_readback.c common/train_gpu.c \
+                  common/data_workers.c common/gpt2_gpu.c common/gpu_ops.c common/loss_readback.c \
+                  common/train_gpu.c \
                   $(wildcard solutions/03_sync_avoidance/loss_readback.c \
                              exercises/03_sync_avoidance/loss_readback.c)
 without_cuda = $(if $(HAVE_NVCC),$(1),$(filter-out $(CUDA_HOST_SRCS),$(1)))
@@ -288,9 +289,10 @@ $(SOLUTION_C_LIB) $(EXERCISE_C_LIB):
 	@mkdir -p $(dir $@)
 	rm -f $@ && $(AR) rcs $@ $(filter %.o,$^)
 $(CPU_TESTS): $(SOLUTION_C_LIB)
+# (A group: common/batch_ring.c calls chapter 08's exercise, batch_ring_worker.)
 $(EXERCISE_CPU_TESTS): $(CPU_TEST_OBJS) $(EXERCISE_C_LIB) $(LIBCOMMON)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $^ -o $@ -lcriterion $(LDLIBS)
+	$(CC) $(CFLAGS) -Wl,--start-group $^ -Wl,--end-group -o $@ -lcriterion $(LDLIBS)
 
 .PHONY: test-exercises check-exercises check-exercises-generated
 # check-exercises is not part of `make test`: a reader halfway through an
@@ -412,6 +414,14 @@ demo-06: $(BUILD)/train_gpt2_bf16 $(SHAKESPEARE)
 demo-07: $(BUILD)/train_gpt2_bf16 $(SHAKESPEARE)
 	@if $(EXERCISE_HAVE_GPU); then bash chapters/07_weight_tying/loss_curves.sh; \
 	else echo "demo-07: no GPU here: nothing was run"; fi
+
+# make demo-08: chapter 07 against chapter 08 (one, two and four worker
+# threads) when every batch costs what slow storage would (--data-delay-us)
+# (chapters/08_data_workers/slow_storage.sh): results/<gpu>/data_workers/.
+.PHONY: demo-08
+demo-08: $(BUILD)/train_gpt2_bf16 $(SHAKESPEARE)
+	@if $(EXERCISE_HAVE_GPU); then bash chapters/08_data_workers/slow_storage.sh; \
+	else echo "demo-08: no GPU here: nothing was run"; fi
 
 # make demo-03: chapter 02 against chapter 03 in the bf16 trainer: the
 # host-device waits per step, by kind, and the GPU's idle time per step

@@ -21,6 +21,8 @@ static const Chapter CHAPTERS[] = {
     {5, "05_flash_attention", "Flash attention", "bf16"},
     {6, "06_vocab_padding", "Vocabulary padding", "bf16"},
     {7, "07_weight_tying", "Weight tying", "bf16"},
+    {8, "08_data_workers", "Data workers", "bf16"},
+    {9, "09_fused_optimizer", "Fused optimizer", "bf16"},
 };
 
 typedef struct {
@@ -38,6 +40,9 @@ static const SwitchRow SWITCHES[] = {
     // The model's shape: any build can run it (an fp32 ablation, say).
     {{"vocab-padding", 6, "any"}, offsetof(Optimizations, vocab_padding)},
     {{"weight-tying", 7, "any"}, offsetof(Optimizations, weight_tying)},
+    // How the step is fed and how the update is launched: any build.
+    {{"data-workers", 8, "any"}, offsetof(Optimizations, data_workers)},
+    {{"fused-optimizer", 9, "any"}, offsetof(Optimizations, fused_optimizer)},
 };
 // ANCHOR_END: chapter_table
 #define NUM_CHAPTERS ((int)(sizeof CHAPTERS / sizeof CHAPTERS[0]))

@@ -37,6 +37,8 @@ typedef struct {
     int flash_attention; // 05: attention in one kernel each way, no (T,T) scores stored
     int vocab_padding;   // 06: wte and lm_head rounded up to 128 rows (50257 -> 50304)
     int weight_tying;    // 07: lm_head is wte, GPT-2's own model
+    int data_workers;    // 08: batches read and checked on worker threads, copied on a stream of their own
+    int fused_optimizer; // 09: one AdamW launch for every tensor, lr and step read from the device
 } Optimizations;
 
 typedef struct {

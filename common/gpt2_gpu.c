@@ -63,9 +63,25 @@ static floatX *alloc_floatx(GPT2Gpu *model, size_t n, const char *what) {
     return gpu_malloc(n * sizeof(floatX), what);
 }
 
-static int32_t *alloc_ints(GPT2Gpu *model, size_t n, const char *what) {
-    model->device_bytes += n * sizeof(int32_t);
-    return gpu_malloc(n * sizeof(int32_t), what);
+// The bytes of a DeviceBatch for B*T tokens.
+static size_t device_batch_bytes(int B, int T) {
+    const size_t BT = (size_t)B * T;
+    return (2 * BT + encoder_buckets_ints((int)BT)) * sizeof(int32_t);
+}
+
+void device_batch_alloc(DeviceBatch *db, int B, int T) {
+    const size_t BT = (size_t)B * T;
+    db->inputs = gpu_malloc(BT * sizeof(int32_t), "input tokens");
+    db->targets = gpu_malloc(BT * sizeof(int32_t), "target tokens");
+    db->buckets = gpu_malloc(encoder_buckets_ints((int)BT) * sizeof(int32_t), "encoder buckets");
+    db->num_buckets = 0;
+}
+
+void device_batch_free(DeviceBatch *db) {
+    gpu_free(db->inputs);
+    gpu_free(db->targets);
+    gpu_free(db->buckets);
+    memset(db, 0, sizeof *db);
 }
 
 static void point_tensors(floatX *views[NUM_PARAM_TENSORS], floatX *base,
@@ -94,6 +110,14 @@ static size_t scratch_floats_needed(const GPT2Config *c, int B, int T, const Opt
     n = max_size(n, matmul_backward_scratch_floats(B, T, 4 * C));  // the widest biased matmul
     n = max_size(n, matmul_backward_v2_scratch_floats(4 * C));
     return n;
+}
+
+// Chapter 09's table of the tensors in the flat buffers, with the decay of
+// each: built once, here, and passed to every fused update by value.
+static void adamw_table(GPT2Gpu *model) {
+    int decay[NUM_PARAM_TENSORS];
+    for (int i = 0; i < NUM_PARAM_TENSORS; i++) decay[i] = gpt2_param_is_decayed(i);
+    adamw_tensors_v2(&model->adamw_tensors, model->param_sizes, decay, NUM_PARAM_TENSORS);
 }
 
 void gpt2_gpu_init(GPT2Gpu *model, GpuContext *ctx, const GPT2Config *cfg, const float *params,
@@ -125,21 +149,24 @@ void gpt2_gpu_init(GPT2Gpu *model, GpuContext *ctx, const GPT2Config *cfg, const
     model->device_bytes += model->acts.bytes;
     model->scratch_floats = scratch_floats_needed(cfg, max_B, max_T, o);
     model->scratch = alloc_floats(model, model->scratch_floats, "scratch");
-    size_t BT = (size_t)max_B * max_T;
-    model->inputs = alloc_ints(model, BT, "input tokens");
-    model->targets = alloc_ints(model, BT, "target tokens");
-    model->buckets = alloc_ints(model, encoder_buckets_ints((int)BT), "encoder buckets");
+    device_batch_alloc(&model->own, max_B, max_T);
+    model->device_bytes += device_batch_bytes(max_B, max_T);
+    model->batch = &model->own;
     host_batch_init(&model->staging, max_B, max_T, cfg->vocab_size, 0);
     model->mean_loss = alloc_floats(model, 1, "mean loss");
     model->norm = alloc_floats(model, 1, "gradient norm");
     model->clip_factor = alloc_floats(model, 1, "gradient clipping factor");
+    model->device_bytes += sizeof(AdamWStep);
+    model->adamw_step = gpu_malloc(sizeof(AdamWStep), "AdamW step values");
+    adamw_table(model);
 }
 
 void gpt2_gpu_free(GPT2Gpu *model) {
     void *all[] = {model->params, model->grads,     model->m,       model->v,
-                   model->master, model->scratch,   model->inputs,  model->targets,
-                   model->buckets, model->mean_loss, model->norm,   model->clip_factor};
+                   model->master, model->scratch,   model->mean_loss, model->norm,
+                   model->clip_factor, model->adamw_step};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) gpu_free(all[i]);
+    device_batch_free(&model->own);
     activations_free(&model->acts);
     host_batch_free(&model->staging);
     memset(model, 0, sizeof(*model));
@@ -246,54 +273,78 @@ static floatX *lm_head_of(floatX *const t[NUM_PARAM_TENSORS], const GPT2Config *
 
 // ---- the batch -----------------------------------------------------------------
 
-// The batch's shape fits the buffers and every token is in the vocabulary.
-static int check_batch(const GPT2Gpu *model, const HostBatch *hb, int with_targets, int B, int T,
-                       char *err) {
-    const int V = model->config.vocab_size;
+// The batch's shape fits the model's buffers.
+static void check_batch_shape(const GPT2Gpu *model, int B, int T) {
     if ((size_t)B * T > (size_t)model->max_B * model->max_T || T > model->max_T)
-        die("gpt2_gpu_upload_batch: batch %dx%d exceeds the allocated %dx%d", B, T, model->max_B,
+        die("gpt2_gpu: batch %dx%d exceeds the allocated %dx%d", B, T, model->max_B,
             model->max_T);
-    size_t BT = (size_t)B * T;
+}
+
+int host_batch_prepare(HostBatch *hb, int with_targets, int B, int T, int V, char *err) {
+    const size_t BT = (size_t)B * T;
     for (size_t i = 0; i < BT; i++)
         if (hb->inputs[i] < 0 || hb->inputs[i] >= V ||
             (with_targets && (hb->targets[i] < 0 || hb->targets[i] >= V)))
             return fail(err, "token %zu of the batch is outside the vocabulary [0, %d)", i, V);
-    return 0;
+    if (!with_targets) return 0;
+    // The embedding's backward pass needs the positions grouped by token.
+    hb->buckets.BT = B * T;
+    return encoder_buckets_build(&hb->buckets, hb->inputs, err);
 }
 
 int gpt2_gpu_upload_batch(GPT2Gpu *model, HostBatch *hb, int with_targets, int B, int T,
                           char *err) {
-    if (check_batch(model, hb, with_targets, B, T, err)) return -1;
+    check_batch_shape(model, B, T);
+    if (host_batch_prepare(hb, with_targets, B, T, model->config.vocab_size, err)) return -1;
     const GpuContext *ctx = model->ctx;
     const size_t bytes = (size_t)B * T * sizeof(int32_t);
+    DeviceBatch *db = &model->own;
     model->B = B;
     model->T = T;
     model->has_targets = with_targets;
+    model->batch = db;
     // ANCHOR: batch_upload
     if (hb->pinned) {
         // Chapter 03, from pinned memory: each copy is queued on the stream
         // and returns at once; the copy engine reads the host buffer when the
         // stream gets there, so the caller must leave it alone until then.
-        gpu_memcpy_async(ctx, model->inputs, hb->inputs, bytes, cudaMemcpyHostToDevice,
+        gpu_memcpy_async(ctx, db->inputs, hb->inputs, bytes, cudaMemcpyHostToDevice,
                          "upload (inputs)");
         if (with_targets)
-            gpu_memcpy_async(ctx, model->targets, hb->targets, bytes, cudaMemcpyHostToDevice,
+            gpu_memcpy_async(ctx, db->targets, hb->targets, bytes, cudaMemcpyHostToDevice,
                              "upload (targets)");
     } else {
         // From pageable memory: each cudaMemcpy first waits for the work
         // queued before it, then returns once the host's bytes are staged.
-        gpu_memcpy_sync(model->inputs, hb->inputs, bytes, cudaMemcpyHostToDevice);
-        if (with_targets)
-            gpu_memcpy_sync(model->targets, hb->targets, bytes, cudaMemcpyHostToDevice);
+        gpu_memcpy_sync(db->inputs, hb->inputs, bytes, cudaMemcpyHostToDevice);
+        if (with_targets) gpu_memcpy_sync(db->targets, hb->targets, bytes, cudaMemcpyHostToDevice);
     }
     // ANCHOR_END: batch_upload
     if (!with_targets) return 0;
-    // The embedding's backward pass needs the positions grouped by token.
-    hb->buckets.BT = B * T;
-    if (encoder_buckets_build(&hb->buckets, hb->inputs, err)) return -1;
-    encoder_buckets_upload(ctx, model->buckets, &hb->buckets);
-    model->num_buckets = hb->buckets.num_buckets;
+    encoder_buckets_upload(ctx, db->buckets, &hb->buckets);
+    db->num_buckets = hb->buckets.num_buckets;
     return 0;
+}
+
+// ANCHOR: device_batch_upload
+void device_batch_upload_async(DeviceBatch *db, const HostBatch *hb, int B, int T,
+                               cudaStream_t stream) {
+    const size_t bytes = (size_t)B * T * sizeof(int32_t);
+    const size_t bucket_bytes = encoder_buckets_ints(B * T) * sizeof(int32_t);
+    CUDA_CHECK(cudaMemcpyAsync(db->inputs, hb->inputs, bytes, cudaMemcpyHostToDevice, stream));
+    CUDA_CHECK(cudaMemcpyAsync(db->targets, hb->targets, bytes, cudaMemcpyHostToDevice, stream));
+    CUDA_CHECK(cudaMemcpyAsync(db->buckets, hb->buckets.packed, bucket_bytes,
+                               cudaMemcpyHostToDevice, stream));
+    db->num_buckets = hb->buckets.num_buckets;
+}
+// ANCHOR_END: device_batch_upload
+
+void gpt2_gpu_use_batch(GPT2Gpu *model, const DeviceBatch *db, int B, int T) {
+    check_batch_shape(model, B, T);
+    model->B = B;
+    model->T = T;
+    model->has_targets = 1;
+    model->batch = db;
 }
 
 int gpt2_gpu_forward_tokens(GPT2Gpu *model, const int32_t *inputs, const int32_t *targets, int B,
@@ -325,7 +376,7 @@ void gpt2_gpu_forward(GPT2Gpu *model, Gpt2ForwardMode mode, float *mean_loss) {
     floatX *const *p = model->params_of;
     GpuActivations *a = &model->acts;
     nvtxRangePushA("forward");
-    ops->encoder_forward(ctx, a->encoded, model->inputs, p[PARAM_WTE], p[PARAM_WPE], B, T, C);
+    ops->encoder_forward(ctx, a->encoded, model->batch->inputs, p[PARAM_WTE], p[PARAM_WPE], B, T, C);
     LayernormAt ln = layernorm_after(model, -1);  // the first layer's ln1
     ops->layernorm_forward(ctx, ln.out, ln.mean, ln.rstd, a->encoded, ln.weight, ln.bias, B, T, C);
     // ANCHOR: forward_layers
@@ -357,7 +408,7 @@ void gpt2_gpu_forward(GPT2Gpu *model, Gpt2ForwardMode mode, float *mean_loss) {
     // ANCHOR: forward_classifier
     ops->matmul_forward(ctx, a->logits, NULL, a->lnf, lm_head_of(p, c), NULL, B, T, C, Vp, ld);
     if (mode != GPT2_LOGITS)
-        ops->classifier_forward(ctx, a->losses, mean_loss, a->logits, a->probs, model->targets, B,
+        ops->classifier_forward(ctx, a->losses, mean_loss, a->logits, a->probs, model->batch->targets, B,
                                 T, V, ld, mode == GPT2_TRAIN);
     // ANCHOR_END: forward_classifier
     nvtxRangePop();
@@ -400,7 +451,7 @@ void gpt2_gpu_backward(GPT2Gpu *model) {
     // The parameter gradients accumulate (gpu_ops.h): from zero, once a step.
     gpu_zero(ctx, model->grads, model->num_params * sizeof(floatX), "memset (gradients)");
     if (ops->classifier_backward)
-        ops->classifier_backward(ctx, d->logits, d->losses, a->probs, model->targets, B, T, V, ld);
+        ops->classifier_backward(ctx, d->logits, d->losses, a->probs, model->batch->targets, B, T, V, ld);
     ops->matmul_backward(ctx, d->lnf, lm_head_of(g, c), NULL, scratch, d->logits, a->lnf,
                          lm_head_of(p, c), NULL, B, T, C, Vp, ld);
     // d->residual carries d(loss)/d(residual stream) down through the layers.
@@ -436,8 +487,8 @@ void gpt2_gpu_backward(GPT2Gpu *model) {
         nvtxRangePop();
     }
     // ANCHOR_END: backward_layers
-    ops->encoder_backward(ctx, g[PARAM_WTE], g[PARAM_WPE], d->residual, model->buckets,
-                          model->num_buckets, B, T, C);
+    ops->encoder_backward(ctx, g[PARAM_WTE], g[PARAM_WPE], d->residual, model->batch->buckets,
+                          model->batch->num_buckets, B, T, C);
     nvtxRangePop();
 }
 
@@ -447,9 +498,10 @@ void gpt2_gpu_backward(GPT2Gpu *model) {
 static void adamw_all_tensors(GPT2Gpu *model, float lr, const AdamWConfig *cfg, int t) {
     const GpuContext *ctx = model->ctx;
     // ANCHOR: adamw_per_tensor
-    // Chapter 00 launches AdamW once per parameter tensor (17 launches), as
-    // PyTorch's for-loop implementation walks its tensors one by one;
-    // chapter 09 fuses them into one launch.
+    // Chapter 00 launches AdamW once per tensor of our flat layout (17
+    // launches, 16 when lm_head is tied), walking the tensors one by one as
+    // PyTorch's for-loop implementation does (PyTorch's GPT-2 has 149 tensors,
+    // each a few kernels there); chapter 09 fuses them into one launch.
     size_t offset = 0;
     for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
         size_t n = model->param_sizes[i];
@@ -464,13 +516,13 @@ static void adamw_all_tensors(GPT2Gpu *model, float lr, const AdamWConfig *cfg, 
     // ANCHOR_END: adamw_per_tensor
 }
 
-float gpt2_gpu_update(GPT2Gpu *model, float lr, const AdamWConfig *cfg, float max_norm, int t,
-                      float *norm) {
+// Chapters 00-08: the gradients clipped in place, then adamw_all_tensors.
+// Returns the norm when the host read it (chapters 00-02), else NaN.
+static float clip_then_adamw(GPT2Gpu *model, float lr, const AdamWConfig *cfg, float max_norm,
+                             int t, const float *norm) {
     const GpuContext *ctx = model->ctx;
     const size_t n = model->num_params;
     float host_norm = NAN;
-    nvtxRangePushA("optimizer");
-    grad_norm_v1(ctx, norm, model->scratch, model->grads, n);
     // ANCHOR: clip
     if (model->optim.sync_avoidance) {
         // Chapter 03: the norm stays on the device; so does the factor
@@ -485,6 +537,36 @@ float gpt2_gpu_update(GPT2Gpu *model, float lr, const AdamWConfig *cfg, float ma
     }
     // ANCHOR_END: clip
     adamw_all_tensors(model, lr, cfg, t);
+    return host_norm;
+}
+
+// Chapter 09: two launches after the norm's, whatever the number of tensors,
+// and the gradients only read: the clipping is folded into the update. The
+// clip factor is the device's even without sync avoidance, where the host
+// still reads the norm back, only to return it.
+static float adamw_fused_step(GPT2Gpu *model, float lr, const AdamWConfig *cfg, float max_norm,
+                              int t, const float *norm) {
+    const GpuContext *ctx = model->ctx;
+    float host_norm = NAN;
+    // ANCHOR: adamw_fused_call
+    // The step's values (t, lr, the bias corrections, the clip factor from
+    // the norm) go to device memory; the one update launch reads them there.
+    adamw_begin_step_v2(ctx, model->adamw_step, norm, max_norm, t, lr, cfg);
+    adamw_fused_v2(ctx, &model->adamw_tensors, model->params, model->master, model->grads,
+                   model->m, model->v, model->adamw_step, cfg);
+    // ANCHOR_END: adamw_fused_call
+    if (!model->optim.sync_avoidance)
+        gpu_memcpy_sync(&host_norm, norm, sizeof host_norm, cudaMemcpyDeviceToHost);
+    return host_norm;
+}
+
+float gpt2_gpu_update(GPT2Gpu *model, float lr, const AdamWConfig *cfg, float max_norm, int t,
+                      float *norm) {
+    nvtxRangePushA("optimizer");
+    grad_norm_v1(model->ctx, norm, model->scratch, model->grads, model->num_params);
+    float host_norm = model->optim.fused_optimizer
+                          ? adamw_fused_step(model, lr, cfg, max_norm, t, norm)
+                          : clip_then_adamw(model, lr, cfg, max_norm, t, norm);
     nvtxRangePop();
     return host_norm;
 }

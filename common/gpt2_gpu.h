@@ -17,6 +17,8 @@
 //   acts            every activation and activation gradient: one table,
 //                   activations.h, sized by the switches
 //   scratch         one float buffer, as large as the largest kernel's need
+//   adamw_step      the values of the current AdamW step (adamw.h's AdamWStep),
+//                   which chapter 09's fused update reads from memory
 // Everything is allocated once, for the largest batch (B, T) the model will
 // see; forward passes of smaller batches (sampling) use the front of the
 // same buffers.
@@ -28,6 +30,7 @@
 #include <stdio.h>
 
 #include "activations.h"
+#include "adamw.h"
 #include "chapters.h"
 #include "encoder.h"
 #include "gpt2_config.h"
@@ -55,6 +58,16 @@ typedef struct {
     int pinned;
 } HostBatch;
 
+// The same batch on the device: what the forward and backward passes read.
+// The model has one of its own (gpt2_gpu_upload_batch fills it); chapter 08's
+// data workers keep two more and hand them to the model in turn
+// (gpt2_gpu_use_batch).
+typedef struct {
+    int32_t *inputs, *targets;  // (B,T) each
+    int32_t *buckets;           // encoder_buckets_ints(B*T): the inputs grouped by token
+    int num_buckets;            // of the batch it holds (encoder_backward's grid)
+} DeviceBatch;
+
 void host_batch_init(HostBatch *hb, int B, int T, int V, int pinned);
 void host_batch_free(HostBatch *hb);
 
@@ -77,13 +90,14 @@ typedef struct {
     int logits_stride;       // of acts.logits' rows: Vp, or more (gpu_ops_logits_stride)
     float *scratch;
     size_t scratch_floats;
-    int32_t *inputs, *targets;  // device, (B,T)
-    int32_t *buckets;           // device, the encoder's positions grouped by token
-    int num_buckets;            // of the batch last uploaded (encoder_backward's grid)
+    DeviceBatch own;            // the batch gpt2_gpu_upload_batch fills
+    const DeviceBatch *batch;   // the one the passes read: &own, or gpt2_gpu_use_batch's
     HostBatch staging;          // pageable, for gpt2_gpu_forward_tokens
     float *mean_loss;           // device, one float
     float *norm;                // device, one float
     float *clip_factor;         // device, one float
+    AdamWStep *adamw_step;      // device: the step's lr, corrections, clip factor (chapter 09)
+    AdamWTensors adamw_tensors; // host: the tensors' table that adamw_fused_v2 takes by value
     size_t device_bytes;        // everything this model allocated
 } GPT2Gpu;
 
@@ -106,6 +120,27 @@ void gpt2_gpu_free(GPT2Gpu *model);
 int gpt2_gpu_upload_batch(GPT2Gpu *model, HostBatch *hb, int with_targets, int B, int T,
                           char *err);
 
+// Host work of a batch before it goes up: checks that its B*T tokens (and
+// targets, with with_targets) are in [0, V) and, with targets, groups the
+// inputs by token into hb->buckets. Returns -1 with a reason in err.
+int host_batch_prepare(HostBatch *hb, int with_targets, int B, int T, int V, char *err);
+
+// DeviceBatch buffers for batches up to B*T tokens, and their freeing.
+void device_batch_alloc(DeviceBatch *db, int B, int T);
+void device_batch_free(DeviceBatch *db);
+
+// Queues the copies of a prepared, pinned host batch (inputs, targets,
+// buckets) into db on `stream`: the copy engine reads hb when the stream
+// gets there, so hb must be left alone until an event recorded after this
+// call is done.
+void device_batch_upload_async(DeviceBatch *db, const HostBatch *hb, int B, int T,
+                               cudaStream_t stream);
+
+// Chapter 08: the passes read db, a training batch of (B,T) with targets,
+// already on the device (or queued to be: the caller orders the copies
+// before the passes), instead of the model's own.
+void gpt2_gpu_use_batch(GPT2Gpu *model, const DeviceBatch *db, int B, int T);
+
 // The forward pass over the batch last uploaded; modes LOSS and TRAIN need
 // its targets and write the mean loss to *mean_loss (one float on the device).
 void gpt2_gpu_forward(GPT2Gpu *model, Gpt2ForwardMode mode, float *mean_loss);
@@ -123,11 +158,19 @@ float gpt2_gpu_read_loss(const GPT2Gpu *model);  // model->mean_loss; waits for 
 void gpt2_gpu_backward(GPT2Gpu *model);
 
 // Clips the gradients to max_norm (<= 0: no clipping) and applies one AdamW
-// step at step t (1-based) and learning rate lr, one launch per tensor. The
-// gradient norm before clipping is written to *norm (one float on the
-// device). Chapters 00-02 read it back to compute the clipping factor on the
-// host, and return it; chapter 03 (sync avoidance) computes the factor on
-// the device, does not wait, and returns NaN: the norm is read later.
+// step at step t (1-based) and learning rate lr. The gradient norm before
+// clipping is written to *norm (one float on the device). Chapters 00-02
+// read it back to compute the clipping factor on the host, and return it;
+// chapter 03 (sync avoidance) computes the factor on the device, does not
+// wait, and returns NaN: the norm is read later.
+//
+// Chapters 00-08 scale the gradients in place when clipping (model->grads
+// then holds the clipped gradients), then launch AdamW once per tensor.
+// Chapter 09 (fused optimizer) launches it once for every tensor, with the
+// clipping folded into the update: the same weights and moments to the bit,
+// but model->grads is left as the backward pass wrote it, unclipped. Without
+// sync avoidance it still reads the norm back, to return it; the factor is
+// the device's either way.
 float gpt2_gpu_update(GPT2Gpu *model, float lr, const AdamWConfig *cfg, float max_norm, int t,
                       float *norm);
 

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "checkpoint.h"
@@ -210,6 +211,13 @@ int prepare_run(TrainOptions *opt, char *err) {
     if (check_data(opt, err)) return -1;
     if (opt->checkpoint_every > 0 && prepare_checkpoint_dir(opt->checkpoint_dir, err)) return -1;
     return 0;
+}
+
+void simulated_storage_delay(int us) {
+    if (us <= 0) return;
+    struct timespec left = {us / 1000000, (long)(us % 1000000) * 1000L};
+    while (nanosleep(&left, &left) == -1 && errno == EINTR) {
+    }
 }
 
 // ---- data, model, state -----------------------------------------------------------------

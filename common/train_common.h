@@ -87,6 +87,11 @@ int save_run(const char *dir, const GPT2Config *cfg, const float *params, const 
 
 // ---- as the run goes -------------------------------------------------------------
 
+// --data-delay-us: waits `us` microseconds (nothing for 0), as a read from
+// slow storage would after each training batch. The CPU is free meanwhile:
+// the thread sleeps, as one blocked in a read does.
+void simulated_storage_delay(int us);
+
 // After step `step`: fails, naming the step and the value, when the loss or
 // the gradient norm is NaN or infinite. The run has diverged: stop, exit 1,
 // save nothing (the parameters are already ruined by that step's update).

@@ -85,6 +85,7 @@ int cpu_trainer_step(CpuTrainer *tr, StepStats *stats, char *err) {
     double start = now_ms();
     GPT2Cpu *model = &tr->model;
     if (dataloader_next(&tr->train, tr->inputs, tr->targets, err)) return -1;
+    simulated_storage_delay(tr->opt.data_delay_us);
     gpt2_cpu_forward(model, tr->inputs, tr->targets, tr->opt.B, tr->opt.T);
     gpt2_cpu_zero_grad(model);
     gpt2_cpu_backward(model);

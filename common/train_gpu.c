@@ -143,11 +143,21 @@ int gpu_trainer_init(GpuTrainer *tr, const TrainOptions *opt, const Optimization
         gpu_trainer_free(tr);
         return -1;
     }
+    // Chapter 08: the workers start reading where the run is, after a resume's seek.
+    if (optim->data_workers) {
+        if (data_workers_start(&tr->workers, &tr->train, opt->B, opt->T, cfg.vocab_size,
+                               opt->data_threads, opt->data_delay_us, err)) {
+            gpu_trainer_free(tr);
+            return -1;
+        }
+        tr->workers_running = 1;
+    }
     return 0;
 }
 
 void gpu_trainer_free(GpuTrainer *tr) {
     free_step_buffers(tr);
+    if (tr->workers_running) data_workers_stop(&tr->workers);
     gpt2_gpu_free(&tr->model);
     gpu_context_free(&tr->ctx);
     dataloader_free(&tr->train);
@@ -205,6 +215,14 @@ static int next_host_batch(GpuTrainer *tr) {
     return b;
 }
 
+// Chapters 00-07: the next batch, read on this thread, and as long as a read
+// from storage would take (--data-delay-us).
+static int read_batch(GpuTrainer *tr, HostBatch *hb, char *err) {
+    if (dataloader_next(&tr->train, hb->inputs, hb->targets, err)) return -1;
+    simulated_storage_delay(tr->opt.data_delay_us);
+    return 0;
+}
+
 int gpu_trainer_step(GpuTrainer *tr, GpuStepStats *s, char *err) {
     GpuContext *ctx = &tr->ctx;
     GPT2Gpu *model = &tr->model;
@@ -217,13 +235,18 @@ int gpu_trainer_step(GpuTrainer *tr, GpuStepStats *s, char *err) {
         drop_oldest_stats(tr);
     }
     const int k = tr->pending, slot = async ? k : 0;
-    const int b = next_host_batch(tr);  // may wait: see above
+    const int workers = tr->optim.data_workers;
+    const int b = workers ? 0 : next_host_batch(tr);  // may wait: see above
     HostBatch *hb = &tr->batches[b];
     double start = now_ms();
     if (k == 0) tr->interval_start = start;
+    // ANCHOR: step_data
+    // Chapters 00-07 read the batch here, on this thread; chapter 08 takes one
+    // that the workers prepared, and queues its copies on their stream.
     nvtxRangePushA("data");
-    int rc = dataloader_next(&tr->train, hb->inputs, hb->targets, err);
+    int rc = workers ? data_workers_feed(&tr->workers, model, err) : read_batch(tr, hb, err);
     nvtxRangePop();
+    // ANCHOR_END: step_data
     if (rc) return -1;
     *s = (GpuStepStats){.step = tr->step + 1, .lr = lr_at_step(&opt->lr, tr->step),
                         .data_ms = now_ms() - start, .loss = NAN, .grad_norm = NAN,
@@ -233,9 +256,11 @@ int gpu_trainer_step(GpuTrainer *tr, GpuStepStats *s, char *err) {
 
     // ANCHOR: training_step
     CUDA_CHECK(cudaEventRecord(ev[0], ctx->stream));
-    if (gpt2_gpu_upload_batch(model, hb, 1, opt->B, opt->T, err)) return -1;
-    // Chapter 03: the batch's buffers are free again once this event is done.
-    if (async) CUDA_CHECK(cudaEventRecord(tr->copied[b], ctx->stream));
+    if (!workers) {
+        if (gpt2_gpu_upload_batch(model, hb, 1, opt->B, opt->T, err)) return -1;
+        // Chapter 03: the batch's buffers are free again once this event is done.
+        if (async) CUDA_CHECK(cudaEventRecord(tr->copied[b], ctx->stream));
+    }
     gpt2_gpu_forward(model, GPT2_TRAIN, loss);
     // Chapters 00-02 read the loss back every step, as `loss.item()` does: the
     // host waits here for the whole forward pass.
@@ -312,7 +337,11 @@ int gpu_trainer_save(GpuTrainer *tr, char *model_path, size_t cap, char *err) {
     gpt2_gpu_get_params(m, params);
     gpt2_gpu_download(m, m->m, mom1);
     gpt2_gpu_download(m, m->v, mom2);
-    TrainProgress p = {.step = tr->step, .data = dataloader_position(&tr->train),
+    // With workers the loader is ahead of the model: the position of record is
+    // after the last batch the model took.
+    DataPosition data = tr->workers_running ? data_workers_position(&tr->workers)
+                                            : dataloader_position(&tr->train);
+    TrainProgress p = {.step = tr->step, .data = data,
                        .sampler_rng = tr->sampler.state, .B = tr->opt.B, .T = tr->opt.T};
     int rc = save_run(tr->opt.checkpoint_dir, &m->config, params, mom1, mom2, n, &p, model_path,
                       cap, err);

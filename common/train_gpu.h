@@ -5,6 +5,7 @@
 #define TRAIN_GPU_H
 
 #include "chapters.h"
+#include "data_workers.h"
 #include "dataloader.h"
 #include "encoder.h"
 #include "gpt2_gpu.h"
@@ -16,7 +17,8 @@ typedef struct {
     int step;                   // 1-based: the step these numbers are of
     float loss, grad_norm, lr;
     double ms;                  // wall time of the whole step (see gpu_trainer_read_stats)
-    double data_ms;             // host: the next batch from the loader
+    double data_ms;             // host: the next batch from the loader (chapter 08: the wait
+                                // for the workers' next batch, and queuing its copies)
     double forward_ms, backward_ms, optimizer_ms;  // device, from CUDA events
 } GpuStepStats;
 
@@ -38,6 +40,10 @@ typedef struct {
     HostBatch batches[2];
     cudaEvent_t copied[2];
     HostBatch eval_batch;       // pageable: validation and sampling
+    // Chapter 08: the training batches come from worker threads instead
+    // (data_workers.h), which own tr->train while they run.
+    DataWorkers workers;
+    int workers_running;
     // The steps not yet returned by gpu_trainer_read_stats, oldest first.
     // Chapter 03 reads each step's numbers late, so each pending step has its
     // own events (forward start, backward start, optimizer start, end) and

@@ -18,6 +18,7 @@ TrainOptions train_options_default(void) {
     snprintf(o.bpe_path, sizeof o.bpe_path, "data/raw/gpt2_vocab.bpe");
     o.model = (GPT2Config){.max_seq_len = 64, .vocab_size = 50257, .padded_vocab_size = 50257,
                            .num_layers = 4, .num_heads = 4, .channels = 128, .tied = 0};
+    o.data_threads = 2;
     o.B = 8;
     o.T = 64;
     o.steps = 100;
@@ -46,6 +47,10 @@ void train_options_usage(const char *program) {
         "  --val GLOB            validation shards (default %s)\n"
         "  --encoder FILE        GPT-2 encoder.json, for printing samples (default %s)\n"
         "  --bpe FILE            GPT-2 vocab.bpe (default %s)\n"
+        "  --data-delay-us N     wait N microseconds after reading each training batch,\n"
+        "                        as slow storage would (default 0)\n"
+        "  --data-threads N      worker threads that read batches, with --data-workers\n"
+        "                        (chapter 08; default %d)\n"
         "model:\n"
         "  --model NAME          preset: tiny, small (default), 124m\n"
         "  --layers N --heads N --channels N --max-seq-len N\n"
@@ -77,7 +82,7 @@ void train_options_usage(const char *program) {
         "                        latest complete pair in DIR; the shape, B and T are\n"
         "                        the checkpoint's (flags given must agree)\n"
         "  --log-every N         print a step line every N steps (default %d)\n",
-        program, d.train_pattern, d.val_pattern, d.encoder_path, d.bpe_path,
+        program, d.train_pattern, d.val_pattern, d.encoder_path, d.bpe_path, d.data_threads,
         d.model.vocab_size, d.B, d.steps, d.lr.max_lr, d.lr.warmup_steps,
         d.lr.min_lr_fraction, d.adamw.weight_decay, d.grad_clip, (unsigned long long)d.seed,
         d.val_every, d.val_batches, d.sample_tokens, d.checkpoint_dir, d.log_every);
@@ -184,6 +189,8 @@ static const FlagSpec FLAGS[] = {
     {"--val", NULL, FLAG_TEXT, FIELD(val_pattern), 0, 0, 0},
     {"--encoder", NULL, FLAG_TEXT, FIELD(encoder_path), 0, 0, 0},
     {"--bpe", NULL, FLAG_TEXT, FIELD(bpe_path), 0, 0, 0},
+    {"--data-delay-us", NULL, FLAG_INT, FIELD(data_delay_us), 0, 10000000, 0},
+    {"--data-threads", NULL, FLAG_INT, FIELD(data_threads), 1, 8, 0},
     {"--model", NULL, FLAG_MODEL, 0, 0, 0, 0,
      GIVEN_LAYERS | GIVEN_HEADS | GIVEN_CHANNELS | GIVEN_MAX_SEQ_LEN},
     {"--layers", NULL, FLAG_INT, FIELD(model.num_layers), 1, MANY, GIVEN_LAYERS},

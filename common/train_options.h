@@ -18,6 +18,8 @@ typedef struct {
     // model
     GPT2Config model;
     char init_from[512];     // start from this checkpoint instead of random init
+    int data_delay_us;       // a pause after each training batch is read: slow storage, simulated
+    int data_threads;        // chapter 08's worker threads (--data-workers)
     // batch
     int B, T;
     // optimization

@@ -1,8 +1,12 @@
 // adamw.cu: see adamw.h.
 #include <math.h>
+#include <stdint.h>
+#include <string.h>
 
 #include "adamw.h"
 #include "reduce.cuh"
+#include "util.h"
+#include "vec.cuh"
 
 // One thread per value. The bias corrections are computed once, on the host,
 // exactly as optimizer.c computes them (powf on the CPU), and passed in.
@@ -30,11 +34,15 @@ __global__ void adamw_kernel_v1(floatX *params, float *master, const floatX *gra
     params[i] = f2x(p);
 }
 
+// 1 - beta^t, on the host, as optimizer.c computes it: every version's
+// launcher calls this one function, so that they all pass the same bits.
+static float bias_correction(float beta, int t) { return 1.0f - powf(beta, (float)t); }
+
 extern "C" void adamw_update_v1(const GpuContext *ctx, floatX *params, float *master,
                                 const floatX *grads, float *m, float *v, size_t n, float lr,
                                 const AdamWConfig *cfg, int decay, int t) {
-    const float correction1 = 1.0f - powf(cfg->beta1, (float)t);
-    const float correction2 = 1.0f - powf(cfg->beta2, (float)t);
+    const float correction1 = bias_correction(cfg->beta1, t);
+    const float correction2 = bias_correction(cfg->beta2, t);
     const float wd = decay ? cfg->weight_decay : 0.0f;
     const int threads = 256;
     adamw_kernel_v1<<<blocks_for(n, threads), threads, 0, ctx->stream>>>(
@@ -92,14 +100,18 @@ extern "C" void scale_v1(const GpuContext *ctx, floatX *x, size_t n, float facto
 }
 
 // ANCHOR: clip_on_device
-// grad_clip_factor (common/optimizer.c) line for line: one thread.
+// grad_clip_factor (common/optimizer.c) line for line. Chapter 09's
+// adamw_begin_step_kernel_v2 calls it too: one definition, so that the two
+// cannot drift apart.
+__device__ float grad_clip_factor_device(float norm, float max_norm) {
+    if (max_norm <= 0.0f) return 1.0f;
+    float f = max_norm / (norm + 1e-6f);
+    return f < 1.0f ? f : 1.0f;
+}
+
+// One thread.
 __global__ void grad_clip_factor_kernel_v1(float *factor, const float *norm, float max_norm) {
-    if (max_norm <= 0.0f) {
-        *factor = 1.0f;
-        return;
-    }
-    float f = max_norm / (*norm + 1e-6f);
-    *factor = f < 1.0f ? f : 1.0f;
+    *factor = grad_clip_factor_device(*norm, max_norm);
 }
 
 // scale_kernel_v1 with the factor read from memory. Every thread reads the
@@ -129,4 +141,185 @@ extern "C" void scale_by_device_factor_v1(const GpuContext *ctx, floatX *x, size
     if (most > 0 && blocks > most) blocks = most;
     scale_by_device_factor_kernel_v1<<<blocks, threads, 0, ctx->stream>>>(x, n, factor);
     gpu_check_launch(ctx, "scale_by_device_factor_kernel_v1");
+}
+
+// ---- chapter 09: one launch for every tensor ------------------------------------
+
+// ANCHOR: adamw_begin_step
+// The step's values, written where adamw_fused_kernel_v2 reads them (adamw.h
+// says why memory): one thread, once a step, after the gradient norm.
+__global__ void adamw_begin_step_kernel_v2(AdamWStep *step, const float *norm, float max_norm,
+                                           int t, float lr, float correction1,
+                                           float correction2) {
+    step->t = t;
+    step->lr = lr;
+    step->correction1 = correction1;
+    step->correction2 = correction2;
+    step->clip_factor = grad_clip_factor_device(*norm, max_norm);
+}
+// ANCHOR_END: adamw_begin_step
+
+extern "C" void adamw_begin_step_v2(const GpuContext *ctx, AdamWStep *step, const float *norm,
+                                    float max_norm, int t, float lr, const AdamWConfig *cfg) {
+    adamw_begin_step_kernel_v2<<<1, 1, 0, ctx->stream>>>(step, norm, max_norm, t, lr,
+                                                         bias_correction(cfg->beta1, t),
+                                                         bias_correction(cfg->beta2, t));
+    gpu_check_launch(ctx, "adamw_begin_step_kernel_v2");
+}
+
+#define ADAMW_FUSED_THREADS 256
+// Values per block: one Vec (VEC_X values) per thread.
+#define ADAMW_FUSED_BLOCK_VALUES ((size_t)ADAMW_FUSED_THREADS * VEC_X)
+
+extern "C" void adamw_tensors_v2(AdamWTensors *table, const size_t *sizes, const int *decay,
+                                 int count) {
+    memset(table, 0, sizeof *table);
+    size_t offset = 0;
+    for (int i = 0; i < count; i++) {
+        const size_t n = sizes[i];
+        if (n > 0) {
+            if (table->count == ADAMW_MAX_TENSORS)
+                die("adamw_tensors_v2: more than %d tensors", ADAMW_MAX_TENSORS);
+            const int k = table->count++;
+            table->offset[k] = offset;
+            table->size[k] = n;
+            table->decay[k] = decay[i] != 0;
+            table->first_block[k] = table->blocks;
+            table->blocks += (unsigned int)((n + ADAMW_FUSED_BLOCK_VALUES - 1) /
+                                            ADAMW_FUSED_BLOCK_VALUES);
+        }
+        offset += n;
+    }
+}
+
+// What the update of one value reads besides its own state: the step's
+// values (from memory) and the run's constants (arguments).
+struct AdamWScalars {
+    float lr, beta1, beta2, eps, wd, correction1, correction2, clip_factor;
+};
+
+// The gradient as chapters 03-08 handed it to adamw_kernel_v1: when
+// clipping, scaled in fp32 and rounded to floatX (they stored it so).
+__device__ __forceinline__ float clipped_grad(floatX g, float clip_factor) {
+    return clip_factor < 1.0f ? x2f(f2x(__fmul_rn(x2f(g), clip_factor))) : x2f(g);
+}
+
+// adamw_kernel_v1's arithmetic on one value, each rounding written out.
+// v1 leaves its products and sums to nvcc, which contracts some of them
+// into fused multiply-adds (a * b + c rounded once), and which ones depends
+// on the code around them: v1's own expressions, compiled in this kernel's
+// loops, came out as fma(beta1, m, (1 - beta1) * g) where v1 computes
+// fma(1 - beta1, g, beta1 * m), a different rounding. So the operations
+// below are those that nvcc (CUDA 13.0, -O3) makes of v1, read off its
+// machine code (cuobjdump -sass): the _rn intrinsics round once each and are
+// never contracted, whatever surrounds them. tests/gpu/test_kernels_adamw.c
+// compares the two kernels bit for bit, and fails if a compiler ever makes
+// v1 differently.
+__device__ __forceinline__ void adamw_value(float g, float &m, float &v, float &p,
+                                            const AdamWScalars &a) {
+    m = __fmaf_rn(__fsub_rn(1.0f, a.beta1), g, __fmul_rn(a.beta1, m));
+    v = __fmaf_rn(g, __fmul_rn(__fsub_rn(1.0f, a.beta2), g), __fmul_rn(a.beta2, v));
+    const float m_hat = __fdiv_rn(m, a.correction1);
+    const float v_hat = __fdiv_rn(v, a.correction2);
+    const float adam = __fdiv_rn(m_hat, __fadd_rn(__fsqrt_rn(v_hat), a.eps));
+    p = __fmaf_rn(-a.lr, __fmaf_rn(a.wd, p, adam), p);  // p - lr * (adam + wd * p)
+}
+
+// Value i alone: the scalar path.
+__device__ __forceinline__ void adamw_one(floatX *params, float *master, const floatX *grads,
+                                          float *m, float *v, size_t i, const AdamWScalars &a) {
+    float mi = m[i], vi = v[i], p = master ? master[i] : x2f(params[i]);
+    adamw_value(clipped_grad(grads[i], a.clip_factor), mi, vi, p, a);
+    m[i] = mi;
+    v[i] = vi;
+    if (master) master[i] = p;
+    params[i] = f2x(p);
+}
+
+// VEC_X fp32 values at p (16-byte aligned) into registers, and back.
+__device__ __forceinline__ void load_floats(float (&x)[VEC_X], const float *p) {
+#pragma unroll
+    for (int j = 0; j < VEC_X; j += 4) {
+        const float4 f = *reinterpret_cast<const float4 *>(p + j);
+        x[j] = f.x, x[j + 1] = f.y, x[j + 2] = f.z, x[j + 3] = f.w;
+    }
+}
+
+__device__ __forceinline__ void store_floats(float *p, const float (&x)[VEC_X]) {
+#pragma unroll
+    for (int j = 0; j < VEC_X; j += 4)
+        *reinterpret_cast<float4 *>(p + j) = make_float4(x[j], x[j + 1], x[j + 2], x[j + 3]);
+}
+
+// Values i .. i + VEC_X - 1, every address 16-byte aligned: one 16-byte
+// load or store per buffer and Vec (two of them for fp32 in bf16).
+__device__ __forceinline__ void adamw_vec(floatX *params, float *master, const floatX *grads,
+                                          float *m, float *v, size_t i, const AdamWScalars &a) {
+    const Vec g = load_vec(grads + i);
+    float mi[VEC_X], vi[VEC_X], p[VEC_X];
+    load_floats(mi, m + i);
+    load_floats(vi, v + i);
+    if (master) {
+        load_floats(p, master + i);
+    } else {
+        const Vec w = load_vec(params + i);
+#pragma unroll
+        for (int j = 0; j < VEC_X; j++) p[j] = x2f(w.x[j]);
+    }
+    Vec out;
+#pragma unroll
+    for (int j = 0; j < VEC_X; j++) {
+        adamw_value(clipped_grad(g.x[j], a.clip_factor), mi[j], vi[j], p[j], a);
+        out.x[j] = f2x(p[j]);
+    }
+    store_floats(m + i, mi);
+    store_floats(v + i, vi);
+    if (master) store_floats(master + i, p);
+    store_vec(params + i, out);
+}
+
+__device__ __forceinline__ int aligned16(const void *p) {
+    return ((uintptr_t)p & 15) == 0;
+}
+
+// ANCHOR: adamw_fused
+// One block: ADAMW_FUSED_BLOCK_VALUES values of one tensor (fewer at its
+// end), VEC_X per thread. The table is read where the launch put it, in the
+// constant bank of the arguments (__grid_constant__: no copy per thread);
+// the step's values are read from memory, one 20-byte load per thread that
+// the cache serves to every thread after the first.
+__global__ void __launch_bounds__(ADAMW_FUSED_THREADS)
+    adamw_fused_kernel_v2(const __grid_constant__ AdamWTensors table, floatX *params,
+                          float *master, const floatX *grads, float *m, float *v,
+                          const AdamWStep *step, float beta1, float beta2, float eps,
+                          float weight_decay) {
+    // The block's tensor: the last one that starts at or before this block.
+    int k = 0;
+    while (k + 1 < table.count && blockIdx.x >= table.first_block[k + 1]) k++;
+    const size_t end = table.offset[k] + table.size[k];
+    const size_t i = table.offset[k] +
+                     (size_t)(blockIdx.x - table.first_block[k]) * ADAMW_FUSED_BLOCK_VALUES +
+                     (size_t)threadIdx.x * VEC_X;
+    if (i >= end) return;
+    const AdamWStep s = *step;
+    const AdamWScalars a = {s.lr,  beta1, beta2, eps, table.decay[k] ? weight_decay : 0.0f,
+                            s.correction1, s.correction2, s.clip_factor};
+    if (i + VEC_X <= end && aligned16(params + i) && aligned16(grads + i) &&
+        aligned16(m + i) && aligned16(v + i) && (!master || aligned16(master + i))) {
+        adamw_vec(params, master, grads, m, v, i, a);
+    } else {
+        for (size_t j = i; j < end && j < i + VEC_X; j++)
+            adamw_one(params, master, grads, m, v, j, a);
+    }
+}
+// ANCHOR_END: adamw_fused
+
+extern "C" void adamw_fused_v2(const GpuContext *ctx, const AdamWTensors *table, floatX *params,
+                               float *master, const floatX *grads, float *m, float *v,
+                               const AdamWStep *step, const AdamWConfig *cfg) {
+    if (table->blocks == 0) return;  // no values at all
+    adamw_fused_kernel_v2<<<table->blocks, ADAMW_FUSED_THREADS, 0, ctx->stream>>>(
+        *table, params, master, grads, m, v, step, cfg->beta1, cfg->beta2, cfg->eps,
+        cfg->weight_decay);
+    gpu_check_launch(ctx, "adamw_fused_kernel_v2");
 }

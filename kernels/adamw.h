@@ -1,6 +1,7 @@
 // adamw.h: the optimizer on the GPU: AdamW over one tensor, the global
-// gradient norm, and the scaling that clips it. The same formulas as the CPU
-// version, common/optimizer.c.
+// gradient norm, and the scaling that clips it; then (chapter 09) AdamW over
+// every tensor in one launch, with the clipping folded in. The same formulas
+// as the CPU version, common/optimizer.c.
 #ifndef ADAMW_H
 #define ADAMW_H
 
@@ -61,6 +62,85 @@ void grad_clip_factor_v1(const GpuContext *ctx, float *factor, const float *norm
 // when *factor is not below 1 the kernel changes nothing, as the host's
 // `if (factor < 1.0f) scale_v1(...)` of chapters 00-02 launches nothing.
 void scale_by_device_factor_v1(const GpuContext *ctx, floatX *x, size_t n, const float *factor);
+
+// ---- chapter 09: one launch for every tensor ------------------------------------
+
+// What changes from one step to the next, in device memory: written once a
+// step by adamw_begin_step_v2, read by every block of adamw_fused_v2.
+// Device memory rather than kernel arguments because chapter 11 captures the
+// step in a CUDA graph, whose launches replay the arguments they were
+// captured with: there a kernel that advances a counter on the device takes
+// adamw_begin_step_v2's place, and the update must already read from memory
+// everything that changes per step.
+typedef struct {
+    int t;              // the step, 1-based
+    float lr;           // its learning rate
+    float correction1;  // 1 - beta1^t, computed as adamw_update_v1 computes it
+    float correction2;  // 1 - beta2^t
+    float clip_factor;  // grad_clip_factor(*norm, max_norm), computed on the device
+} AdamWStep;
+
+// *step (device memory) for step t: t, lr and the two bias corrections come
+// from the host (powf there, as adamw_update_v1 computes them); the clip
+// factor is computed on the device from *norm (one float, device), by the
+// same function as grad_clip_factor_v1's. One thread. In chapter 09 it takes
+// the place of grad_clip_factor_v1.
+void adamw_begin_step_v2(const GpuContext *ctx, AdamWStep *step, const float *norm,
+                         float max_norm, int t, float lr, const AdamWConfig *cfg);
+
+// The tensors adamw_fused_v2 updates: consecutive ranges of one flat buffer
+// (params, master, grads, m and v share the layout), in order, empty ones
+// left out. Each tensor is cut into blocks of 256 threads of VEC_X values
+// (2048 values in bf16, 1024 in fp32; its last block shorter); first_block is the prefix sum of the
+// blocks of the tensors before it, so that block b of the launch belongs to
+// the last tensor whose first_block <= b, and no block spans two tensors.
+//
+// Built once on the host (adamw_tensors_v2) and passed to each launch by
+// value, as a kernel argument: it is small (under 1 KB) and fixed for the
+// life of a model, so there is nothing to allocate, copy or keep in step
+// with it. The launch's arguments sit in a constant bank, where all the
+// threads of a block reading the same entry is one broadcast; a CUDA graph
+// (chapter 11) records them once, which is right for a table that never
+// changes (what does change is in AdamWStep).
+#define ADAMW_MAX_TENSORS 32
+typedef struct {
+    int count;                                    // tensors in the table, each of size > 0
+    unsigned int blocks;                          // the launch's grid: all the tensors' blocks
+    size_t offset[ADAMW_MAX_TENSORS];             // its first value in the flat buffers
+    size_t size[ADAMW_MAX_TENSORS];               // its values
+    int decay[ADAMW_MAX_TENSORS];                 // 1: weight decay applies to it
+    unsigned int first_block[ADAMW_MAX_TENSORS];  // its first block in the launch
+} AdamWTensors;
+
+// The table of `count` tensors that lie one after another from offset 0:
+// tensor i has sizes[i] values (0: it is left out) and weight decay when
+// decay[i] is not 0. More than ADAMW_MAX_TENSORS non-empty tensors is a
+// programming error: it says so and exits.
+void adamw_tensors_v2(AdamWTensors *table, const size_t *sizes, const int *decay, int count);
+
+// One AdamW step over every tensor of the table, in one launch: for each
+// value, adamw_update_v1's arithmetic (the same float operations in the same
+// order: the same bits) with lr, the bias corrections and the clip factor
+// read from *step (device memory), and the decay of the value's tensor.
+// Buffers as adamw_update_v1's, the table's layout, with master NULL (the
+// fp32 build) meaning that params are the weights.
+//
+// The clipping is folded in: when step->clip_factor < 1, each gradient is
+// scaled and rounded to floatX as scale_by_device_factor_v1 would have
+// stored it, then used; grads is only read, and is left unscaled in memory.
+// A step that clips no longer reads and writes the gradients once more, in
+// a pass of its own, between the norm and the update; the values computed
+// are the same.
+//
+// Each thread updates VEC_X consecutive values (8 in bf16, 4 in fp32) with
+// 16-byte loads and stores where every address is 16-byte aligned, and one
+// value at a time otherwise (the end of a tensor whose length is not a
+// multiple of VEC_X, a tensor that starts unaligned). Per parameter, in bf16
+// with master weights: 2 bytes of gradient and 12 of m, v and master read,
+// 12 of them and 2 of params written: 28 bytes.
+void adamw_fused_v2(const GpuContext *ctx, const AdamWTensors *table, floatX *params,
+                    float *master, const floatX *grads, float *m, float *v,
+                    const AdamWStep *step, const AdamWConfig *cfg);
 
 #ifdef __cplusplus
 }

@@ -1,8 +1,9 @@
-// sync_parity.h: chapter 03's parity check, shared by the fp32 and bf16
-// training tests: the sync-avoidance switch changes no arithmetic, so runs
-// with it on and off must agree bit for bit: every step's loss and gradient
-// norm, and after the last step the weights (the fp32 master weights and the
-// bf16 ones in the bf16 build), and AdamW's m and v.
+// sync_parity.h: the parity checks of the switches that change no
+// arithmetic (chapter 03's sync avoidance, chapter 09's fused optimizer),
+// shared by the fp32 and bf16 training tests: runs with the switch on and
+// off must agree bit for bit: every step's loss and gradient norm, and after
+// the last step the weights (the fp32 master weights and the bf16 ones in
+// the bf16 build), and AdamW's m and v.
 #ifndef SYNC_PARITY_H
 #define SYNC_PARITY_H
 
@@ -113,51 +114,67 @@ static inline void sp_assert_identical(const SpRun *a, const SpRun *b, const cha
     gt_assert_identical(name, a->v, b->v, a->n);
 }
 
-// The parity check: `base` (sync-avoidance off) against base + sync-avoidance,
-// for N = 6 steps, at three gradient clips: the tiny model's default (1.0),
-// one that clips every step and one that never does, so that both of the
-// device's clipping branches are compared with the host's. The run with
-// sync avoidance reads its numbers twice (after steps 2 and 6); one more
-// run keeps the device busy after step 2 and reads once, at the end, so that
-// the host runs ahead and must wait for a free upload buffer.
-static inline void sp_check_sync_avoidance(Optimizations base) {
+// The parity check of a switch that changes no arithmetic: `off` and `on`
+// differ in that one switch, and must agree bit for bit after N = 6 steps,
+// at three gradient clips: the tiny model's default (1.0), one that clips
+// every step and one that never does, so that both clipping branches are
+// compared. The run of `off` reads its numbers after every step; the run of
+// `on` reads them twice (after steps 2 and 6) when it avoids syncs, else
+// after every step too. `also`, when not NULL, adds checks of the switch's
+// own against the `off` run of the default clip.
+typedef void (*SpAlso)(const TrainOptions *o, Optimizations on, const SpRun *off_run);
+
+static inline void sp_check_switch(Optimizations off, Optimizations on, const char *what,
+                                   SpAlso also) {
     enum { N = 6 };
-    const int read_each[] = {1, 2, 3, 4, 5, 6}, read_twice[] = {2, 6}, read_once[] = {6};
+    const int read_each[] = {1, 2, 3, 4, 5, 6}, read_twice[] = {2, 6};
     const float clips[] = {-1.0f /* the default */, 1e-4f, 1e9f};
-    Optimizations on = base;
-    on.sync_avoidance = 1;
-    cr_assert(base.sync_avoidance == 0);
     for (int c = 0; c < 3; c++) {
         TrainOptions o = tiny_train_options(N);
         if (clips[c] > 0) o.grad_clip = clips[c];
         SpRun off_run, on_run;
-        sp_run(&off_run, &o, base, N, read_each, 0);
-        sp_run(&on_run, &o, on, N, read_twice, 0);
+        sp_run(&off_run, &o, off, N, read_each, 0);
+        sp_run(&on_run, &o, on, N, on.sync_avoidance ? read_twice : read_each, 0);
         for (int i = 0; i < N; i++) {
             if (clips[c] == 1e-4f)
                 cr_assert(off_run.norm[i] > o.grad_clip, "step %d was not clipped", i + 1);
             if (clips[c] == 1e9f) cr_assert(off_run.norm[i] < o.grad_clip, "step %d was clipped", i + 1);
         }
-        char what[96];
-        snprintf(what, sizeof what, "sync-avoidance on vs off, grad_clip %g", (double)o.grad_clip);
-        sp_assert_identical(&on_run, &off_run, what);
+        char name[128];
+        snprintf(name, sizeof name, "%s on vs off, grad_clip %g", what, (double)o.grad_clip);
+        sp_assert_identical(&on_run, &off_run, name);
         sp_free(&on_run);
-        if (c == 0) {
-            // The host runs ahead of a busy device: the upload buffers' events
-            // must hold it back, or a queued step trains on the next batch.
-            // Steps 3 and 4 are queued behind the busy work; at step 5 the host
-            // waits for step 3's copy: one wait, besides the readback's.
-            SpRun ahead;
-            sp_run(&ahead, &o, on, N, read_once, 2);
-            cr_assert(ahead.syncs.count[GPU_SYNC_EVENT] >= 2,
-                      "the host never waited for an upload buffer (%llu event waits): the "
-                      "device was not kept busy long enough for this test to mean anything",
-                      ahead.syncs.count[GPU_SYNC_EVENT]);
-            sp_assert_identical(&ahead, &off_run, "sync-avoidance, host running ahead, vs off");
-            sp_free(&ahead);
-        }
+        if (c == 0 && also) also(&o, on, &off_run);
         sp_free(&off_run);
     }
+}
+
+// Sync avoidance's own check: the host runs ahead of a busy device. One
+// more run keeps the device busy after step 2 and reads once, at the end:
+// the upload buffers' events must hold the host back, or a queued step
+// trains on the next batch. Steps 3 and 4 are queued behind the busy work;
+// at step 5 the host waits for step 3's copy: one wait, besides the
+// readback's.
+static inline void sp_check_running_ahead(const TrainOptions *o, Optimizations on,
+                                          const SpRun *off_run) {
+    const int read_once[] = {6};
+    SpRun ahead;
+    sp_run(&ahead, o, on, 6, read_once, 2);
+    cr_assert(ahead.syncs.count[GPU_SYNC_EVENT] >= 2,
+              "the host never waited for an upload buffer (%llu event waits): the "
+              "device was not kept busy long enough for this test to mean anything",
+              ahead.syncs.count[GPU_SYNC_EVENT]);
+    sp_assert_identical(&ahead, off_run, "sync-avoidance, host running ahead, vs off");
+    sp_free(&ahead);
+}
+
+// Chapter 03's check: `base` (sync avoidance off) against base + sync
+// avoidance, and the host running ahead.
+static inline void sp_check_sync_avoidance(Optimizations base) {
+    Optimizations on = base;
+    on.sync_avoidance = 1;
+    cr_assert(base.sync_avoidance == 0);
+    sp_check_switch(base, on, "sync-avoidance", sp_check_running_ahead);
 }
 
 #endif

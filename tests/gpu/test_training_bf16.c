@@ -3,13 +3,18 @@
 // losses within bf16's tolerance, and a run resumed from a checkpoint (fp32
 // master weights, fp32 moments) continues bit-identically. Chapter 03 (sync
 // avoidance) is bit-identical to chapter 02, and waits for the device only
-// where it says it does.
+// where it says it does. Chapter 08 (data workers) is bit-identical to
+// chapter 07, resumes where the model was (not where the workers were), and
+// reports a bad shard as chapter 07 does. Chapter 09 (fused optimizer) is
+// bit-identical to its per-tensor update, and updates in one AdamW launch.
 // Built into build/tests/gpu_tests_bf16 only (Makefile: *_bf16.c).
 #define _POSIX_C_SOURCE 200809L  // for file_helpers.h
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "profiler.h"
+#include "shard.h"
 #include "sync_parity.h"
 #include "tolerances.h"
 #include "training_checks.h"
@@ -60,4 +65,158 @@ Test(gpu_training_bf16, waits_only_where_it_says) {
     sp_assert_identical(&three, &two, "chapter 03 vs 02, read once");
     sp_free(&two);
     sp_free(&three);
+}
+
+// Chapter 08 against chapter 07: the same losses, norms, weights and moments,
+// bit for bit, however the workers run: one thread or three, reads slower
+// than the tiny model's steps (the trainer waits for batches), and a device
+// kept busy while the host runs ahead, so that the ring fills with batches
+// whose copies have not run and the trainer must wait for a slot.
+Test(gpu_training_bf16, chapter_08_is_bit_identical_to_chapter_07) {
+    enum { N = 14 };
+    const int read_twice[] = {2, N}, read_once[] = {N};
+    Optimizations ch07 = chapter_optimizations(7), ch08 = chapter_optimizations(8);
+    Optimizations ch08_off = ch08;
+    ch08_off.data_workers = 0;
+    cr_assert(memcmp(&ch07, &ch08_off, sizeof ch07) == 0, "chapter 08 is chapter 07 + one switch");
+    TrainOptions o = tiny_train_options(N);
+    SpRun base;
+    sp_run(&base, &o, ch07, N, read_twice, 0);
+    const struct {
+        int threads, delay_us, busy_after;
+        const char *what;
+    } cases[] = {
+        {1, 0, 0, "chapter 08 (one worker) vs 07"},
+        {3, 0, 0, "chapter 08 (three workers) vs 07"},
+        {3, 3000, 0, "chapter 08 (three workers, 3 ms reads) vs 07"},
+        {2, 0, 2, "chapter 08 (host far ahead of a busy device) vs 07"},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        TrainOptions oc = o;
+        oc.data_threads = cases[c].threads;
+        oc.data_delay_us = cases[c].delay_us;
+        SpRun run;
+        sp_run(&run, &oc, ch08, N, cases[c].busy_after ? read_once : read_twice,
+               cases[c].busy_after);
+        if (cases[c].busy_after)
+            cr_assert(run.syncs.count[GPU_SYNC_EVENT] >= 2,
+                      "the trainer never waited for a slot of the ring (%llu event waits): the "
+                      "device was not kept busy long enough for this test to mean anything",
+                      run.syncs.count[GPU_SYNC_EVENT]);
+        sp_assert_identical(&run, &base, cases[c].what);
+        sp_free(&run);
+    }
+    sp_free(&base);
+}
+
+// A checkpoint taken while the workers are ahead holds the position after the
+// batches the model consumed: the resumed run sees the batches the straight
+// run saw (training_checks.h waits until the workers are 3 batches ahead).
+Test(gpu_training_bf16, chapter_08_resumes_bit_identically_with_the_workers_ahead) {
+    check_resume_bit_identical(chapter_optimizations(8));
+}
+
+// A shard that cannot be loaded fails the step that needs it, naming the
+// file, at the same step with and without the workers; their error reaches
+// the trainer thread.
+static int step_that_fails(Optimizations optim, char *err) {
+    TrainOptions o = tiny_train_options(200);
+    o.val_every = 0;
+    GpuTrainer tr;
+    cr_assert(gpu_trainer_init(&tr, &o, &optim, err) == 0, "%s", err);
+    int failed_at = 0;
+    for (int i = 1; i <= 200 && !failed_at; i++) {
+        GpuStepStats s;
+        if (gpu_trainer_step(&tr, &s, err) != 0) failed_at = i;
+        GpuStepStats read[GPU_MAX_PENDING_STEPS];
+        gpu_trainer_read_stats(&tr, read);
+    }
+    gpu_trainer_free(&tr);
+    return failed_at;
+}
+
+Test(gpu_training_bf16, chapter_08_reports_a_bad_shard_at_the_step_that_needs_it) {
+    int32_t tokens[1000];
+    for (int i = 0; i < 1000; i++) tokens[i] = i % 64;
+    tokens[500] = 64;  // outside the vocabulary (V = 64): found when the shard is loaded
+    char err[ERR_LEN], err7[ERR_LEN], err8[ERR_LEN];
+    cr_assert(shard_write(tmp_path("train_001.bin"), tokens, 1000, err) == 0, "%s", err);
+    int at7 = step_that_fails(chapter_optimizations(7), err7);
+    int at8 = step_that_fails(chapter_optimizations(8), err8);
+    cr_assert(at7 > 0, "chapter 07 trained through a bad shard");
+    cr_assert_eq(at8, at7, "chapter 08 failed at step %d, chapter 07 at %d", at8, at7);
+    cr_assert_str_eq(err8, err7);
+    cr_assert(strstr(err8, "train_001.bin") != NULL, "the error names the shard: %s", err8);
+}
+
+// ---- chapter 09: the fused optimizer ------------------------------------------------
+
+// Chapter 09 with its data workers off: they are chapter 08's change, and
+// these tests are about the update's.
+static Optimizations chapter_09_without_workers(void) {
+    Optimizations o = chapter_optimizations(9);
+    o.data_workers = 0;
+    return o;
+}
+
+// Chapter 09 against itself with the fused optimizer off (chapter 08's
+// per-tensor update): the same losses, norms, master weights, bf16 weights
+// and moments after N = 6 steps, bit for bit, at the three clips
+// (sync_parity.h).
+Test(gpu_training_bf16, chapter_09_is_bit_identical_to_its_per_tensor_update) {
+    Optimizations on = chapter_09_without_workers(), off = on;
+    off.fused_optimizer = 0;
+    Optimizations ch08 = chapter_optimizations(8);
+    ch08.data_workers = 0;
+    cr_assert(memcmp(&off, &ch08, sizeof off) == 0, "chapter 09 is chapter 08 + one switch");
+    sp_check_switch(off, on, "fused optimizer", NULL);
+}
+
+// The kernels of one gpt2_gpu_update, counted by the profiler (profiler.h),
+// after one training step (gradients to update, every kernel loaded).
+typedef struct {
+    double total, per_tensor, fused, begin_step;  // launches
+} UpdateLaunches;
+
+static UpdateLaunches update_launches(Optimizations optim) {
+    TrainOptions o = tiny_train_options(1);
+    GpuTrainer tr;
+    char err[ERR_LEN];
+    cr_assert(gpu_trainer_init(&tr, &o, &optim, err) == 0, "%s", err);
+    GpuStepStats s;
+    cr_assert(gpu_trainer_step(&tr, &s, err) == 0, "%s", err);
+    const AdamWConfig cfg = adamw_default_config();
+    GpuProfiler *p = gpu_profiler_new(256);
+    gpu_profiler_start(p, tr.ctx.stream);
+    gpt2_gpu_update(&tr.model, 1e-3f, &cfg, 1.0f, 2, tr.model.norm);
+    gpu_profiler_stop(p, 1);
+    GpuProfileRow rows[64];
+    double total_ms;
+    const int n = gpu_profiler_results(p, rows, 64, &total_ms);
+    UpdateLaunches u = {0};
+    for (int i = 0; i < n; i++) {
+        cr_assert(strstr(rows[i].name, "idle") == NULL, "the update waited for the device");
+        u.total += rows[i].calls;
+        if (!strcmp(rows[i].name, "adamw_kernel_v1")) u.per_tensor = rows[i].calls;
+        if (!strcmp(rows[i].name, "adamw_fused_kernel_v2")) u.fused = rows[i].calls;
+        if (!strcmp(rows[i].name, "adamw_begin_step_kernel_v2")) u.begin_step = rows[i].calls;
+    }
+    gpu_profiler_free(p);
+    gpu_trainer_free(&tr);
+    return u;
+}
+
+// Chapter 08's update: the norm (2 launches), the clip factor, the scaling,
+// and AdamW once per tensor: 16 of the tied model's 17 (lm_head is wte).
+// Chapter 09's: the norm, the step's values, and one AdamW launch.
+Test(gpu_training_bf16, chapter_09_updates_every_tensor_in_one_launch) {
+    Optimizations on = chapter_09_without_workers(), off = on;
+    off.fused_optimizer = 0;
+    UpdateLaunches a = update_launches(off), b = update_launches(on);
+    cr_assert(a.per_tensor == 16 && a.fused == 0 && a.begin_step == 0 && a.total == 20,
+              "per tensor: %g AdamW launches, %g fused, %g begin-step, %g in all", a.per_tensor,
+              a.fused, a.begin_step, a.total);
+    cr_assert(b.per_tensor == 0 && b.fused == 1 && b.begin_step == 1 && b.total == 4,
+              "fused: %g per-tensor AdamW launches, %g fused, %g begin-step, %g in all",
+              b.per_tensor, b.fused, b.begin_step, b.total);
 }

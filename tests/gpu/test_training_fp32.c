@@ -1,6 +1,7 @@
 // test_gpu_training.c: the GPU training loop end to end, on synthetic shards:
 // it follows the CPU trainer's losses, a resumed run continues
-// bit-identically, and chapter 03's switch changes no bit in fp32 either.
+// bit-identically, and chapter 03's and chapter 09's switches change no bit
+// in fp32 either.
 #define _POSIX_C_SOURCE 200809L  // for file_helpers.h
 #include <criterion/criterion.h>
 #include <stdio.h>
@@ -25,4 +26,13 @@ Test(gpu_training, resumed_run_continues_bit_identically) {
 // the norms, the weights or AdamW's moments (sync_parity.h).
 Test(gpu_training, sync_avoidance_is_bit_identical_in_fp32) {
     sp_check_sync_avoidance(chapter_optimizations(1));
+}
+
+// Nor does chapter 09's fused optimizer: in the fp32 build, chapter 01 with
+// and without it, the host reading the norm back every step (no sync
+// avoidance) and the model untied (lm_head, a 17th tensor, updated too).
+Test(gpu_training, fused_optimizer_is_bit_identical_in_fp32) {
+    Optimizations off = chapter_optimizations(1), on = off;
+    on.fused_optimizer = 1;
+    sp_check_switch(off, on, "fused optimizer", NULL);
 }

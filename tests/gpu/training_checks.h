@@ -3,13 +3,15 @@
 // test_training_bf16.c (bf16) are thin wrappers around these.
 //  - the trainer follows the fp32 CPU trainer's losses;
 //  - a run resumed from a checkpoint continues bit-identically: the same
-//    losses, the same weights (and, in bf16, the same bf16 copy of them).
+//    losses, the same weights (and, in bf16, the same bf16 copy of them);
+//    with chapter 08's workers, taken while they are ahead of the model.
 #ifndef TRAINING_CHECKS_H
 #define TRAINING_CHECKS_H
 
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "../cpu/training_fixture.h"
 #include "gpu_test.h"
@@ -28,12 +30,16 @@ static inline void training_teardown(void) {
     gpu_test_fini();
 }
 
+// n steps; each step's loss into losses (when not NULL). From chapter 03 on a
+// step's numbers are read later: here, after each step.
 static inline void gpu_steps(GpuTrainer *tr, int n, float *losses) {
     char err[ERR_LEN];
     for (int i = 0; i < n; i++) {
-        GpuStepStats s;
+        GpuStepStats s, read[GPU_MAX_PENDING_STEPS];
         cr_assert(gpu_trainer_step(tr, &s, err) == 0, "%s", err);
-        if (losses) losses[i] = s.loss;
+        int got = gpu_trainer_read_stats(tr, read);
+        cr_assert(got >= 1 && read[got - 1].step == s.step);
+        if (losses) losses[i] = read[got - 1].loss;
     }
 }
 
@@ -66,6 +72,17 @@ static inline void download_weights(GpuTrainer *tr, float *master, float *workin
     gpt2_gpu_download_floatx(tr->model.params, working, tr->model.num_params);
 }
 
+// Chapter 08: gives the workers up to a second to read a few batches past
+// the model's, so that a checkpoint taken now must not use the loader's
+// position.
+static inline void wait_for_workers_ahead(GpuTrainer *tr) {
+    for (int i = 0; i < 1000 && data_workers_ahead(&tr->workers) < 3; i++) {
+        struct timespec ms = {0, 1000000};
+        nanosleep(&ms, NULL);
+    }
+    cr_assert(data_workers_ahead(&tr->workers) >= 3, "the workers are not ahead of the model");
+}
+
 // 70 steps straight, against 60 steps, a checkpoint, and 10 more in a fresh
 // trainer. 62 windows per epoch, so the resumed part crosses an epoch. The
 // checkpoint holds the fp32 master weights; in bf16 the working copy is
@@ -85,6 +102,7 @@ static inline void check_resume_bit_identical(Optimizations optim) {
 
     cr_assert(gpu_trainer_init(&first, &o, &optim, err) == 0, "%s", err);
     gpu_steps(&first, FIRST, NULL);
+    if (optim.data_workers) wait_for_workers_ahead(&first);
     cr_assert(gpu_trainer_save(&first, path, sizeof path, err) == 0, "%s", err);
     gpu_trainer_free(&first);
     TrainOptions resumed = o;
