@@ -173,23 +173,7 @@ extern "C" void adamw_begin_step_v2(const GpuContext *ctx, AdamWStep *step, cons
 
 extern "C" void adamw_tensors_v2(AdamWTensors *table, const size_t *sizes, const int *decay,
                                  int count) {
-    memset(table, 0, sizeof *table);
-    size_t offset = 0;
-    for (int i = 0; i < count; i++) {
-        const size_t n = sizes[i];
-        if (n > 0) {
-            if (table->count == ADAMW_MAX_TENSORS)
-                die("adamw_tensors_v2: more than %d tensors", ADAMW_MAX_TENSORS);
-            const int k = table->count++;
-            table->offset[k] = offset;
-            table->size[k] = n;
-            table->decay[k] = decay[i] != 0;
-            table->first_block[k] = table->blocks;
-            table->blocks += (unsigned int)((n + ADAMW_FUSED_BLOCK_VALUES - 1) /
-                                            ADAMW_FUSED_BLOCK_VALUES);
-        }
-        offset += n;
-    }
+    adamw_table_build(table, sizes, decay, count, ADAMW_FUSED_BLOCK_VALUES);
 }
 
 // What the update of one value reads besides its own state: the step's

@@ -14,7 +14,8 @@
 extern "C" {
 #endif
 
-#include "optimizer.h"  // AdamWConfig; a C header, hence inside the C block
+#include "adamw_table.h"  // AdamWTensors; C headers, hence inside the C block
+#include "optimizer.h"    // AdamWConfig
 
 // One AdamW step over n values of one tensor, at step t (1-based), as
 // adamw_update() in optimizer.h: m and v (fp32) updated in place, decoupled
@@ -88,34 +89,9 @@ typedef struct {
 void adamw_begin_step_v2(const GpuContext *ctx, AdamWStep *step, const float *norm,
                          float max_norm, int t, float lr, const AdamWConfig *cfg);
 
-// The tensors adamw_fused_v2 updates: consecutive ranges of one flat buffer
-// (params, master, grads, m and v share the layout), in order, empty ones
-// left out. Each tensor is cut into blocks of 256 threads of VEC_X values
-// (2048 values in bf16, 1024 in fp32; its last block shorter); first_block is the prefix sum of the
-// blocks of the tensors before it, so that block b of the launch belongs to
-// the last tensor whose first_block <= b, and no block spans two tensors.
-//
-// Built once on the host (adamw_tensors_v2) and passed to each launch by
-// value, as a kernel argument: it is small (under 1 KB) and fixed for the
-// life of a model, so there is nothing to allocate, copy or keep in step
-// with it. The launch's arguments sit in a constant bank, where all the
-// threads of a block reading the same entry is one broadcast; a CUDA graph
-// (chapter 11) records them once, which is right for a table that never
-// changes (what does change is in AdamWStep).
-#define ADAMW_MAX_TENSORS 32
-typedef struct {
-    int count;                                    // tensors in the table, each of size > 0
-    unsigned int blocks;                          // the launch's grid: all the tensors' blocks
-    size_t offset[ADAMW_MAX_TENSORS];             // its first value in the flat buffers
-    size_t size[ADAMW_MAX_TENSORS];               // its values
-    int decay[ADAMW_MAX_TENSORS];                 // 1: weight decay applies to it
-    unsigned int first_block[ADAMW_MAX_TENSORS];  // its first block in the launch
-} AdamWTensors;
-
-// The table of `count` tensors that lie one after another from offset 0:
-// tensor i has sizes[i] values (0: it is left out) and weight decay when
-// decay[i] is not 0. More than ADAMW_MAX_TENSORS non-empty tensors is a
-// programming error: it says so and exits.
+// The table of `count` tensors that lie one after another from offset 0
+// (adamw_table.h), cut into the fused kernel's blocks of 256 threads of VEC_X
+// values: 2048 values in bf16, 1024 in fp32.
 void adamw_tensors_v2(AdamWTensors *table, const size_t *sizes, const int *decay, int count);
 
 // One AdamW step over every tensor of the table, in one launch: for each
