@@ -423,6 +423,14 @@ demo-08: $(BUILD)/train_gpt2_bf16 $(SHAKESPEARE)
 	@if $(EXERCISE_HAVE_GPU); then bash chapters/08_data_workers/slow_storage.sh; \
 	else echo "demo-08: no GPU here: nothing was run"; fi
 
+# make demo-09: chapters 08 and 09 and PyTorch's AdamW, one tensor at a time
+# and fused, in one session, and the kernel lab's optimizer rows
+# (chapters/09_fused_optimizer/against_pytorch.sh): results/<gpu>/fused_optimizer/.
+.PHONY: demo-09
+demo-09: $(BUILD)/train_gpt2_bf16 $(BUILD)/kernel_lab_bf16 $(SHAKESPEARE)
+	@if $(EXERCISE_HAVE_GPU); then bash chapters/09_fused_optimizer/against_pytorch.sh; \
+	else echo "demo-09: no GPU here: nothing was run"; fi
+
 # make demo-03: chapter 02 against chapter 03 in the bf16 trainer: the
 # host-device waits per step, by kind, and the GPU's idle time per step
 # (chapters/03_sync_avoidance/sync_gaps.sh says how it is measured);

@@ -445,6 +445,43 @@ def plot_tying(ctx):
                   "validation on its held-out tenth", sources, "tying_loss"), None
 
 
+def plot_data_workers(ctx):
+    """Chapter 08's demo: step time against the time to read a batch."""
+    folder = os.path.join(os.path.dirname(ctx["out"]), "data_workers")
+    path = os.path.join(folder, "runs.csv")
+    if not os.path.exists(path):
+        return None, "no data_workers/runs.csv (make demo-08)"
+    rows = read_rows(path)
+    lines = [("ch07-d", "ch07: read on the trainer's thread, numbers read every step", "#c44e52", "o"),
+             ("ch07-log20-d", "ch07: the same, numbers read every 20 steps", "#dd8452", "s"),
+             ("ch08-w1-d", "ch08: one worker thread", "#4c72b0", "^"),
+             ("ch08-w2-d", "ch08: two worker threads", "#55a868", "v"),
+             ("ch08-w4-d", "ch08: four worker threads", "#8172b3", "D")]
+    fig, ax = plt.subplots(figsize=(8, 4.8))
+    delays = []
+    for prefix, name, colour, marker in lines:
+        pts = sorted((number(r["label"][len(prefix):]), r["ms_per_step"]) for r in rows
+                     if r["label"].startswith(prefix) and r["label"][len(prefix):].isdigit())
+        delays += [d for d, _ in pts]
+        ax.plot([d for d, _ in pts], [m for _, m in pts], color=colour, marker=marker, ms=4,
+                lw=1.5, label=name)
+    top = max(delays)
+    ax.plot([0, top], [0, top], color="#999999", lw=0.8, ls=":", label="the read alone")
+    ax.set_xlabel("time to read one batch (ms, --data-delay-us)")
+    ax.set_ylabel("ms per step (median)")
+    ax.set_ylim(bottom=0)
+    ax.grid(color="#eeeeee")
+    ax.legend(frameon=False, fontsize=8.5)
+    env = read_environment(os.path.join(folder, "environment.txt"))
+    when = ", ".join(x for x in (f"measured {env['date'][:10]}" if env.get("date") else "",
+                                 f"commit {env['commit']}" if env.get("commit") else "") if x)
+    quiet = dict(ctx, when=f" ({when})" if when else "")
+    return finish(quiet, fig, "Data workers: reads slower than the step, hidden or not",
+                  f"{env.get('gpu', '')}  ·  GPT-2 124M, B=16, T=1024, chapters 07 and 08\n"
+                  "each batch followed by a simulated read (the reading thread sleeps)",
+                  f"{rel(path)}, written by make demo-08", "data_workers"), None
+
+
 def plot_heatmap(ctx):
     chapters = log_chapters(ctx)
     if not chapters:
@@ -597,7 +634,8 @@ def plot_gpu(folder):
     for name, draw in (("throughput", lambda c: (plot_throughput(c), None)),
                        ("speedup", plot_speedup), ("phases", plot_phases),
                        ("loss_curves", plot_loss), ("heatmap", plot_heatmap),
-                       ("gemm_roofline", plot_gemm_roofline), ("tying_loss", plot_tying)):
+                       ("gemm_roofline", plot_gemm_roofline), ("tying_loss", plot_tying),
+                       ("data_workers", plot_data_workers)):
         files, why = draw(ctx)
         if files is None:
             print(f"plots: {rel(folder)}: no {name} plot: {why}")
