@@ -95,6 +95,8 @@ pytorch() {  # label, batch, mode
 }
 
 chapters=${CHAPTERS:-$(echo "$table" | awk 'NR > 1 {print $1}')}
+# An appended session says so in environment.txt: its rows are another run's.
+[ "$APPEND" = 1 ] && echo "appended: $(date -u +%Y-%m-%dT%H:%M:%SZ), commit ${COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}: chapters $(echo $chapters)$([ "$OURS" = 1 ] && echo ' and their profiles')$([ "$PYTORCH" = 1 ] && echo ', PyTorch rows')" >> "$out/environment.txt"
 last=$(echo "$table" | awk 'NR > 1 {print $1}' | tail -1)
 [ "$OURS" = 1 ] && for ch in $chapters; do ours "ch$(printf %02d "$ch")" "$B" "$ch"; done
 [ "$OURS" = 1 ] && for ch in $chapters; do profile "$ch"; done

@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# against_pytorch.sh: chapter 09's demo, `make demo-09`. The optimizer's time
+# in one session of the GPU, ours and PyTorch's, each with and without its
+# fused AdamW:
+#
+#   ch08                         chapter 08: 16 AdamW launches, the clipping a pass of its own
+#   ch09                         chapter 09: one launch (--fused-optimizer)
+#   pytorch-...-tied             PyTorch's chapter 07 recipe: AdamW one tensor at a time
+#   pytorch-...-tied-fused       the same with AdamW(fused=True): PyTorch's best recipe
+#
+# and the kernel lab's optimizer family (v1 over one tensor, v1 per tensor,
+# v2 fused) into lab.csv.
+#
+# Settings (environment variables): TRAINER (build/train_gpt2_bf16), LAB
+# (build/kernel_lab_bf16), PYTHON (python3), B (16), T (1024), STEPS (25),
+# WARMUP (5), DEMO_DIR (results/<gpu>/fused_optimizer: runs.csv, lab.csv,
+# environment.txt and every log). Needs data/tinyshakespeare, PyTorch and a GPU.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+TRAINER=${TRAINER:-build/train_gpt2_bf16} LAB=${LAB:-build/kernel_lab_bf16} PYTHON=${PYTHON:-python3}
+B=${B:-16} T=${T:-1024} STEPS=${STEPS:-25} WARMUP=${WARMUP:-5}
+gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | grep -oiE 'H100|H200|A100|L40S|L4' \
+      | head -1 | tr 'A-Z' 'a-z')
+out=${DEMO_DIR:-results/${gpu:-gpu}/fused_optimizer}
+mkdir -p "$out/logs"
+csv=$out/runs.csv
+{
+  echo "gpu: $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)"
+  echo "driver: $(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -1)"
+  echo "pytorch: $($PYTHON -c 'import torch; print(torch.__version__)' 2>/dev/null)"
+  echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  # COMMIT names the code when the tree was copied without its .git folder.
+  echo "commit: ${COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}"
+  echo "settings: B=$B T=$T steps=$STEPS warmup=$WARMUP; data TinyShakespeare (ours), random tokens (PyTorch)"
+} > "$out/environment.txt"
+echo "label,chapter,B,T,steps,ms_per_step,tok_per_s,tflops,mfu,peak_mem_gib,data_ms,forward_ms,backward_ms,optimizer_ms" > "$csv"
+
+ours() {  # label, chapter, flags...
+  local label=$1 ch=$2; shift 2
+  "$TRAINER" --chapter "$ch" "$@" -b "$B" -t "$T" --steps "$STEPS" --val-every 0 --sample-tokens 0 \
+    --log-every 1 --bench-csv "$csv" --bench-warmup "$WARMUP" --bench-label "$label" \
+    > "$out/logs/$label.txt" 2>&1 || { echo "$label failed: $(tail -1 "$out/logs/$label.txt")"; exit 1; }
+  grep '^bench:' "$out/logs/$label.txt"
+}
+
+pytorch() {  # label, mode
+  $PYTHON tools/pytorch_reference.py bench --mode "$2" --B "$B" --T "$T" \
+    --steps $((STEPS - WARMUP)) --warmup "$WARMUP" --label "$1" --out-csv "$csv.torch" \
+    > "$out/logs/$1.txt" 2>&1 || { echo "$1 failed: $(tail -3 "$out/logs/$1.txt")"; exit 1; }
+  tail -1 "$out/logs/$1.txt"
+}
+
+# The lab's rows with a first column naming each: family-version, spaces as
+# dashes (adamw_update-v2-fused), so that the book can quote a row.
+label_lab_rows() {
+  awk -F, 'NR == 1 {print "label," $0; next} {l = $1 "-" $2; gsub(/ /, "-", l); print l "," $0}' "$1"
+}
+
+ours ch08 8
+ours ch09 9
+pytorch pytorch-compile-bf16-sdpa-vocab-tied compile-bf16-sdpa-vocab-tied
+pytorch pytorch-compile-bf16-sdpa-vocab-tied-fused compile-bf16-sdpa-vocab-tied-fused
+grep -v '^label,' "$csv.torch" >> "$csv" && rm -f "$csv.torch"
+rm -f "$out/lab.csv" "$out/lab_raw.csv"
+"$LAB" --only optimizer --csv "$out/lab_raw.csv" > "$out/logs/lab.txt" 2>&1
+cat "$out/logs/lab.txt"
+label_lab_rows "$out/lab_raw.csv" > "$out/lab.csv" && rm -f "$out/lab_raw.csv"
+echo "wrote $csv and $out/lab.csv"
