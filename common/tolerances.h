@@ -154,4 +154,48 @@
 // tolerance, 3e-2, applies.
 #define TOL_FLASH_GRADS_BF16 2e-2
 
+// ---- the 8-bit optimizer (chapter 10) ------------------------------------------
+// ANCHOR: adamw8bit_tolerance
+// AdamW with m and v stored in 8 bits (common/quantize8.h) against fp32
+// AdamW (common/optimizer.c): the weights' change over several steps, by
+// direction and by size. The two compute the same update from the same
+// moments; what differs is that the 8-bit one rounds its moments to their
+// maps after every step. One step from the same dequantized state is bit
+// for bit fp32 AdamW's (tested), so the whole difference is that rounding,
+// carried into the later steps.
+// The direction: a block's values mostly lie in the top decade of its map,
+// [0.1, 1] x absmax, where neighbouring values are 0.9/64 x absmax apart
+// for m and 0.9/128 x absmax for v; rounding to nearest leaves an error of
+// RMS gap / sqrt(12): 0.4% of absmax for m, 0.2% for v. For normally
+// distributed gradients absmax is about 2.8 times a block's RMS, so m keeps
+// an RMS error of about 1.1% of its own RMS, and v about 0.9% (g^2 is more
+// spread out), of which the update m / sqrt(v) takes half: the update is
+// off by r = sqrt(1.1^2 + 0.45^2) = 1.2% RMS per value. Errors of random
+// sign tilt the weights' change by an angle of about r: 1 - cosine =
+// r^2 / 2 = 7e-5. Measured: 7.9e-5 over 10 steps from a fresh state
+// (tests/cpu/test_quantize8.c, Q8_TEST_VERBOSE=1), at most 1.7e-4 over 4
+// steps from a random quantized state (the GPU test's setting, computed on
+// the CPU over 8 seeds). 0.999 allows 6x the larger.
+// The size: rounding to nearest is unbiased for m and v themselves, but
+// not for the update, which divides by sqrt(v): 1/sqrt is convex, so an
+// error of either sign in v raises 1/sqrt(v) on average (by about
+// 3/8 (error/v)^2), and the 8-bit steps come out slightly longer. Measured:
+// norms within 1.2e-4 of fp32's from a fresh state, and up to 1.8e-3 from a
+// random quantized state with small gradients (the GPU test's setting,
+// where v's rounding dominates). 1e-2, DESIGN.md's 1% for norms, is 5.5x
+// that. Against mistakes, the cosine is the sharper check: every index read
+// one too high, for one, gives 1 - cosine 5.6e-3 (and norms 1.4 to 1.7%
+// short).
+// Not element by element: a moment 100 times smaller than its block's
+// largest keeps two significant digits, so single weights move differently
+// by up to a few per cent of the largest step, in directions that average
+// out. And the range is finite: a v more than about 6 million times below
+// its block's largest (the square of a gradient 2500 times smaller than the
+// block's largest) rounds to 0, so that value's v restarts from
+// (1 - beta2) g^2 at every step and its step can grow far past lr (measured:
+// 100 lr, with gradients whose sizes spread over 3 decades within a block).
+#define TOL_ADAMW8BIT_COSINE 0.999
+#define TOL_ADAMW8BIT_NORM_RATIO 1e-2
+// ANCHOR_END: adamw8bit_tolerance
+
 #endif

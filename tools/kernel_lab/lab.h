@@ -103,5 +103,6 @@ void lab_attention(Lab *lab);
 void lab_elementwise(Lab *lab);
 void lab_classifier(Lab *lab);
 void lab_optimizer(Lab *lab);
+void lab_optimizer8bit(Lab *lab);
 
 #endif
