@@ -97,8 +97,10 @@ $(LIBCOMMON): $(COMMON_OBJS)
 	@mkdir -p $(dir $@)
 	rm -f $@ && $(AR) rcs $@ $^
 
+# (With the C exercises' archive, added below: chapter 10's block
+# quantization is one, and the CPU trainer reads 8-bit checkpoints through it.)
 $(BUILD)/train_gpt2_cpu: $(BUILD)/obj/common/train_gpt2_cpu.o $(LIBCOMMON)
-	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+	$(CC) $(CFLAGS) -Wl,--start-group $^ -Wl,--end-group -o $@ $(LDLIBS)
 
 # The GPU trainer, built for fp32 storage (chapters 00-01).
 # libcommon and libkernels call each other: link them as a group.
@@ -289,6 +291,7 @@ $(SOLUTION_C_LIB) $(EXERCISE_C_LIB):
 	@mkdir -p $(dir $@)
 	rm -f $@ && $(AR) rcs $@ $(filter %.o,$^)
 $(CPU_TESTS): $(SOLUTION_C_LIB)
+$(BUILD)/train_gpt2_cpu: $(BUILD)/lib$(EXERCISE_DIR)_c.a
 # (A group: common/batch_ring.c calls chapter 08's exercise, batch_ring_worker.)
 $(EXERCISE_CPU_TESTS): $(CPU_TEST_OBJS) $(EXERCISE_C_LIB) $(LIBCOMMON)
 	@mkdir -p $(dir $@)
@@ -430,6 +433,14 @@ demo-08: $(BUILD)/train_gpt2_bf16 $(SHAKESPEARE)
 demo-09: $(BUILD)/train_gpt2_bf16 $(BUILD)/kernel_lab_bf16 $(SHAKESPEARE)
 	@if $(EXERCISE_HAVE_GPU); then bash chapters/09_fused_optimizer/against_pytorch.sh; \
 	else echo "demo-09: no GPU here: nothing was run"; fi
+
+# make demo-10: chapters 09 (fp32 moments) and 10 (8-bit moments) trained for
+# 500 steps side by side (chapters/10_8bit_optimizer/loss_curves.sh); `make
+# plots` then draws them.
+.PHONY: demo-10
+demo-10: $(BUILD)/train_gpt2_bf16 $(SHAKESPEARE)
+	@if $(EXERCISE_HAVE_GPU); then bash chapters/10_8bit_optimizer/loss_curves.sh; \
+	else echo "demo-10: no GPU here: nothing was run"; fi
 
 # make demo-03: chapter 02 against chapter 03 in the bf16 trainer: the
 # host-device waits per step, by kind, and the GPU's idle time per step
@@ -620,10 +631,12 @@ FUZZ_NAMES  := $(patsubst tests/fuzz/fuzz_%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
 FUZZ_BINS   := $(FUZZ_NAMES:%=$(BUILD)/fuzz/fuzz_%)
 FUZZ_LIB_SRCS := common/binfile.c common/checkpoint.c common/debug_state.c common/gpt2_config.c \
                  common/pretokenize.c common/shard.c common/tokenizer.c common/train_state.c \
+                 common/adam_state.c common/quantize8.c common/optimizer.c \
+                 solutions/10_8bit_optimizer/quantize_blocks.c \
                  common/util.c
 FUZZ_LIB_OBJS := $(FUZZ_LIB_SRCS:%.c=$(BUILD)/fuzz/obj/%.o)
 FUZZ_SAN    := -fsanitize=address,undefined -fno-sanitize-recover=undefined
-FUZZ_CFLAGS := -O1 -g -std=c11 -Wall -Wextra -Wshadow $(WERROR) -Icommon -Itests/fuzz -MMD -MP \
+FUZZ_CFLAGS := -O1 -g -std=c11 -Wall -Wextra -Wshadow $(WERROR) -Icommon -Ikernels -Itests/fuzz -MMD -MP \
                $(FUZZ_SAN)
 HAVE_FUZZ_CC = $(shell command -v $(FUZZ_CC) >/dev/null 2>&1 && echo 1)
 .PHONY: fuzz fuzz-smoke fuzz-build
@@ -635,8 +648,8 @@ $(BUILD)/fuzz/obj/%.o: %.c
 $(BUILD)/fuzz/fuzz_%: $(BUILD)/fuzz/obj/tests/fuzz/fuzz_%.o $(FUZZ_LIB_OBJS)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer $^ -o $@ -lutf8proc -lm
 
-$(BUILD)/fuzz/make_seeds: $(BUILD)/obj/tests/fuzz/make_seeds.o $(LIBCOMMON)
-	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+$(BUILD)/fuzz/make_seeds: $(BUILD)/obj/tests/fuzz/make_seeds.o $(LIBCOMMON) $(SOLUTION_C_LIB)
+	$(CC) $(CFLAGS) -Wl,--start-group $^ -Wl,--end-group -o $@ $(LDLIBS)
 
 fuzz-build: $(FUZZ_BINS) $(BUILD)/fuzz/make_seeds $(RAW_FILES)
 	@$(BUILD)/fuzz/make_seeds $(BUILD)/fuzz/seeds

@@ -31,6 +31,9 @@ typedef struct {
     unsigned int blocks;                          // the launch's grid: all the tensors' blocks
     size_t offset[ADAMW_MAX_TENSORS];             // its first value in the flat buffers
     size_t size[ADAMW_MAX_TENSORS];               // its values
+    size_t state_offset[ADAMW_MAX_TENSORS];       // its first moment in the optimizer's state:
+                                                  // offset itself through chapter 09; chapter
+                                                  // 10 packs the state (adam_state.h)
     int decay[ADAMW_MAX_TENSORS];                 // 1: weight decay applies to it
     unsigned int first_block[ADAMW_MAX_TENSORS];  // its first block in the launch
 } AdamWTensors;
@@ -39,7 +42,9 @@ typedef struct {
 // tensor i has sizes[i] values (0: it is left out, but its place in the
 // buffer is still counted) and weight decay when decay[i] is not 0. More than
 // ADAMW_MAX_TENSORS non-empty tensors is a programming error: it says so and
-// exits. Chapter 09's exercise (solutions/09_fused_optimizer/adamw_table.c).
+// exits. Each state_offset is left 0: the caller sets it (adamw_tensors_v2:
+// the parameters' offset). Chapter 09's exercise
+// (solutions/09_fused_optimizer/adamw_table.c).
 void adamw_table_build(AdamWTensors *table, const size_t *sizes, const int *decay, int count,
                        size_t values_per_block);
 

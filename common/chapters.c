@@ -23,6 +23,7 @@ static const Chapter CHAPTERS[] = {
     {7, "07_weight_tying", "Weight tying", "bf16"},
     {8, "08_data_workers", "Data workers", "bf16"},
     {9, "09_fused_optimizer", "Fused optimizer", "bf16"},
+    {10, "10_8bit_optimizer", "8-bit optimizer", "bf16"},
 };
 
 typedef struct {
@@ -43,6 +44,8 @@ static const SwitchRow SWITCHES[] = {
     // How the step is fed and how the update is launched: any build.
     {{"data-workers", 8, "any"}, offsetof(Optimizations, data_workers)},
     {{"fused-optimizer", 9, "any"}, offsetof(Optimizations, fused_optimizer)},
+    // The optimizer's state: any build (its kernels are written for both).
+    {{"adamw-8bit", 10, "any"}, offsetof(Optimizations, adamw_8bit)},
 };
 // ANCHOR_END: chapter_table
 #define NUM_CHAPTERS ((int)(sizeof CHAPTERS / sizeof CHAPTERS[0]))

@@ -39,6 +39,7 @@ typedef struct {
     int weight_tying;    // 07: lm_head is wte, GPT-2's own model
     int data_workers;    // 08: batches read and checked on worker threads, copied on a stream of their own
     int fused_optimizer; // 09: one AdamW launch for every tensor, lr and step read from the device
+    int adamw_8bit;      // 10: the weight matrices' AdamW moments in one byte each, block-wise
 } Optimizations;
 
 typedef struct {

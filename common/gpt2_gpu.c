@@ -12,12 +12,14 @@
 #include <string.h>
 
 #include "adamw.h"
+#include "adamw8bit.h"
 #include "attention.h"
 #include "attention_flash.h"
 #include "floatx_host.h"
 #include "layernorm.h"
 #include "matmul.h"
 #include "matmul_lt.h"
+#include "quantize8.h"
 #include "util.h"
 
 // ---- host batches ----------------------------------------------------------------
@@ -113,11 +115,53 @@ static size_t scratch_floats_needed(const GPT2Config *c, int B, int T, const Opt
 }
 
 // Chapter 09's table of the tensors in the flat buffers, with the decay of
-// each: built once, here, and passed to every fused update by value.
-static void adamw_table(GPT2Gpu *model) {
+// each: built once, here, and passed to every fused update by value. From
+// chapter 10 there are two, one per kind of state: the table of every tensor,
+// filtered, each entry given its blocks again and its place in the state.
+static void adamw_table_of_kind(AdamWTensors *t, const AdamLayout *l, int quantized,
+                                size_t values_per_block) {
+    AdamWTensors all;
     int decay[NUM_PARAM_TENSORS];
     for (int i = 0; i < NUM_PARAM_TENSORS; i++) decay[i] = gpt2_param_is_decayed(i);
-    adamw_tensors_v2(&model->adamw_tensors, model->param_sizes, decay, NUM_PARAM_TENSORS);
+    adamw_table_build(&all, l->size, decay, NUM_PARAM_TENSORS, values_per_block);
+    memset(t, 0, sizeof *t);
+    for (int k = 0, i = 0; k < all.count; k++) {
+        while (l->param_offset[i] != all.offset[k] || l->size[i] == 0) i++;  // entry k's tensor
+        if (l->quantized[i] != quantized) continue;
+        const int j = t->count++;
+        t->offset[j] = all.offset[k];
+        t->size[j] = all.size[k];
+        t->decay[j] = all.decay[k];
+        t->state_offset[j] = l->state_offset[i];
+        t->first_block[j] = t->blocks;
+        t->blocks += (unsigned int)((all.size[k] + values_per_block - 1) / values_per_block);
+    }
+}
+
+static void adamw_tables(GPT2Gpu *model) {
+    adamw_table_of_kind(&model->adamw_tensors, &model->adam, 0, ADAMW_FUSED_VALUES_PER_BLOCK);
+    adamw_table_of_kind(&model->adamw8_tensors, &model->adam, 1, Q8_BLOCK);
+}
+
+static void *alloc_zeros(GPT2Gpu *model, size_t bytes, const char *what) {
+    if (bytes == 0) return NULL;
+    model->device_bytes += bytes;
+    void *p = gpu_malloc(bytes, what);
+    CUDA_CHECK(cudaMemset(p, 0, bytes));
+    return p;
+}
+
+// AdamW's moments, all zero (a fresh state: zero bytes with zero scales
+// dequantize to 0): fp32 for every tensor through chapter 09; from chapter
+// 10 one byte each for the weight matrices' (adam_state.h).
+static void alloc_adam_state(GPT2Gpu *model) {
+    const AdamLayout *l = &model->adam;
+    model->m = alloc_zeros(model, l->fp32_values * sizeof(float), "AdamW first moments (fp32)");
+    model->v = alloc_zeros(model, l->fp32_values * sizeof(float), "AdamW second moments (fp32)");
+    model->m_q = alloc_zeros(model, l->q8_values, "AdamW first moments (8-bit)");
+    model->v_q = alloc_zeros(model, l->q8_values, "AdamW second moments (8-bit)");
+    model->m_absmax = alloc_zeros(model, l->q8_blocks * sizeof(float), "8-bit moments' scales");
+    model->v_absmax = alloc_zeros(model, l->q8_blocks * sizeof(float), "8-bit moments' scales");
 }
 
 void gpt2_gpu_init(GPT2Gpu *model, GpuContext *ctx, const GPT2Config *cfg, const float *params,
@@ -131,19 +175,17 @@ void gpt2_gpu_init(GPT2Gpu *model, GpuContext *ctx, const GPT2Config *cfg, const
     model->max_T = max_T;
     gpt2_param_sizes(cfg, model->param_sizes);
     model->num_params = gpt2_num_params(cfg);
+    model->adam = adam_layout_for(cfg, o->adamw_8bit);
     size_t n = model->num_params;
     model->params = alloc_floatx(model, n, "parameters");
     model->grads = alloc_floatx(model, n, "gradients");
-    model->m = alloc_floats(model, n, "AdamW first moments");
-    model->v = alloc_floats(model, n, "AdamW second moments");
+    alloc_adam_state(model);
 #ifdef PRECISION_BF16
     model->master = alloc_floats(model, n, "fp32 master weights");
 #endif
     point_tensors(model->params_of, model->params, model->param_sizes);
     point_tensors(model->grads_of, model->grads, model->param_sizes);
     gpt2_gpu_set_params(model, params);
-    CUDA_CHECK(cudaMemset(model->m, 0, n * sizeof(float)));
-    CUDA_CHECK(cudaMemset(model->v, 0, n * sizeof(float)));
     model->logits_stride = gpu_ops_logits_stride(o, cfg->padded_vocab_size);
     activations_alloc(&model->acts, cfg, max_B, max_T, o);
     model->device_bytes += model->acts.bytes;
@@ -158,13 +200,14 @@ void gpt2_gpu_init(GPT2Gpu *model, GpuContext *ctx, const GPT2Config *cfg, const
     model->clip_factor = alloc_floats(model, 1, "gradient clipping factor");
     model->device_bytes += sizeof(AdamWStep);
     model->adamw_step = gpu_malloc(sizeof(AdamWStep), "AdamW step values");
-    adamw_table(model);
+    adamw_tables(model);
 }
 
 void gpt2_gpu_free(GPT2Gpu *model) {
     void *all[] = {model->params, model->grads,     model->m,       model->v,
                    model->master, model->scratch,   model->mean_loss, model->norm,
-                   model->clip_factor, model->adamw_step};
+                   model->clip_factor, model->adamw_step, model->m_q, model->v_q,
+                   model->m_absmax, model->v_absmax};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) gpu_free(all[i]);
     device_batch_free(&model->own);
     activations_free(&model->acts);
@@ -179,7 +222,12 @@ void gpt2_gpu_print_memory(const GPT2Gpu *model, FILE *out) {
             n * sizeof(floatX) / mib);
     fprintf(out, "memory:   %-29s %10.1f MiB\n", "gradients (" PRECISION_NAME ")",
             n * sizeof(floatX) / mib);
-    fprintf(out, "memory:   %-29s %10.1f MiB\n", "AdamW m and v (fp32)", 2 * n * sizeof(float) / mib);
+    const AdamLayout *l = &model->adam;
+    fprintf(out, "memory:   %-29s %10.1f MiB\n", "AdamW m and v (fp32)",
+            2.0 * l->fp32_values * sizeof(float) / mib);
+    if (l->q8_values)
+        fprintf(out, "memory:   %-29s %10.1f MiB\n", "AdamW m and v (8-bit)",
+                2.0 * (l->q8_values + l->q8_blocks * sizeof(float)) / mib);
     if (model->master)
         fprintf(out, "memory:   %-29s %10.1f MiB\n", "master weights (fp32)",
                 n * sizeof(float) / mib);
@@ -502,16 +550,20 @@ static void adamw_all_tensors(GPT2Gpu *model, float lr, const AdamWConfig *cfg, 
     // launches, 16 when lm_head is tied), walking the tensors one by one as
     // PyTorch's for-loop implementation does (PyTorch's GPT-2 has 149 tensors,
     // each a few kernels there); chapter 09 fuses them into one launch.
-    size_t offset = 0;
+    const AdamLayout *l = &model->adam;
     for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
-        size_t n = model->param_sizes[i];
+        const size_t n = l->size[i], p = l->param_offset[i], s = l->state_offset[i];
         if (n == 0) continue;
         // master is NULL in the fp32 build: the update is then made in params.
-        float *master = model->master ? model->master + offset : NULL;
-        adamw_update_v1(ctx, model->params + offset, master, model->grads + offset,
-                        model->m + offset, model->v + offset, n, lr, cfg,
-                        gpt2_param_is_decayed(i), t);
-        offset += n;
+        float *master = model->master ? model->master + p : NULL;
+        if (l->quantized[i])  // chapter 10 without the fused launches
+            adamw8bit_update_v1(ctx, model->params + p, master, model->grads + p, model->m_q + s,
+                                model->v_q + s, model->m_absmax + s / Q8_BLOCK,
+                                model->v_absmax + s / Q8_BLOCK, n, lr, cfg,
+                                gpt2_param_is_decayed(i), t, NULL);
+        else
+            adamw_update_v1(ctx, model->params + p, master, model->grads + p, model->m + s,
+                            model->v + s, n, lr, cfg, gpt2_param_is_decayed(i), t);
     }
     // ANCHOR_END: adamw_per_tensor
 }
@@ -555,6 +607,12 @@ static float adamw_fused_step(GPT2Gpu *model, float lr, const AdamWConfig *cfg, 
     adamw_fused_v2(ctx, &model->adamw_tensors, model->params, model->master, model->grads,
                    model->m, model->v, model->adamw_step, cfg);
     // ANCHOR_END: adamw_fused_call
+    // ANCHOR: adamw8bit_call
+    // Chapter 10: the tensors whose moments are 8-bit, in a launch of their own.
+    adamw8bit_fused_v2(ctx, &model->adamw8_tensors, model->params, model->master, model->grads,
+                       model->m_q, model->v_q, model->m_absmax, model->v_absmax,
+                       model->adamw_step, cfg);
+    // ANCHOR_END: adamw8bit_call
     if (!model->optim.sync_avoidance)
         gpu_memcpy_sync(&host_norm, norm, sizeof host_norm, cudaMemcpyDeviceToHost);
     return host_norm;
@@ -569,6 +627,49 @@ float gpt2_gpu_update(GPT2Gpu *model, float lr, const AdamWConfig *cfg, float ma
                           : clip_then_adamw(model, lr, cfg, max_norm, t, norm);
     nvtxRangePop();
     return host_norm;
+}
+
+// ANCHOR: adam_state_transfer
+static void check_layout(const GPT2Gpu *model, const AdamState *s) {
+    if (memcmp(&s->layout, &model->adam, sizeof model->adam) != 0)
+        die("gpt2_gpu: an AdamState of another layout (adam_state_convert it first)");
+}
+
+void gpt2_gpu_get_state(const GPT2Gpu *model, AdamState *s) {
+    check_layout(model, s);
+    const AdamLayout *l = &model->adam;
+    gpu_memcpy_sync(s->m, model->m, l->fp32_values * sizeof(float), cudaMemcpyDeviceToHost);
+    gpu_memcpy_sync(s->v, model->v, l->fp32_values * sizeof(float), cudaMemcpyDeviceToHost);
+    if (l->q8_values == 0) return;
+    gpu_memcpy_sync(s->m_q, model->m_q, l->q8_values, cudaMemcpyDeviceToHost);
+    gpu_memcpy_sync(s->v_q, model->v_q, l->q8_values, cudaMemcpyDeviceToHost);
+    gpu_memcpy_sync(s->m_absmax, model->m_absmax, l->q8_blocks * sizeof(float),
+                    cudaMemcpyDeviceToHost);
+    gpu_memcpy_sync(s->v_absmax, model->v_absmax, l->q8_blocks * sizeof(float),
+                    cudaMemcpyDeviceToHost);
+}
+
+void gpt2_gpu_set_state(GPT2Gpu *model, const AdamState *s) {
+    check_layout(model, s);
+    const AdamLayout *l = &model->adam;
+    gpu_memcpy_sync(model->m, s->m, l->fp32_values * sizeof(float), cudaMemcpyHostToDevice);
+    gpu_memcpy_sync(model->v, s->v, l->fp32_values * sizeof(float), cudaMemcpyHostToDevice);
+    if (l->q8_values == 0) return;
+    gpu_memcpy_sync(model->m_q, s->m_q, l->q8_values, cudaMemcpyHostToDevice);
+    gpu_memcpy_sync(model->v_q, s->v_q, l->q8_values, cudaMemcpyHostToDevice);
+    gpu_memcpy_sync(model->m_absmax, s->m_absmax, l->q8_blocks * sizeof(float),
+                    cudaMemcpyHostToDevice);
+    gpu_memcpy_sync(model->v_absmax, s->v_absmax, l->q8_blocks * sizeof(float),
+                    cudaMemcpyHostToDevice);
+}
+// ANCHOR_END: adam_state_transfer
+
+void gpt2_gpu_get_moments(const GPT2Gpu *model, float *m, float *v) {
+    AdamState s;
+    adam_state_alloc(&s, &model->adam);
+    gpt2_gpu_get_state(model, &s);
+    adam_state_to_full(&s, m, v);
+    adam_state_free(&s);
 }
 
 void gpt2_gpu_download(const GPT2Gpu *model, const float *device_buffer, float *host) {

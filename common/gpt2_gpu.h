@@ -10,7 +10,10 @@
 // Memory, all on the device:
 //   params, grads   one flat buffer each, num_params floatX, in gpt2_config.h's
 //                   order; params_of/grads_of point into them
-//   m, v            AdamW's moments, num_params floats (fp32 in every build)
+//   m, v            AdamW's moments, num_params floats (fp32 in every build);
+//                   from chapter 10 the weight matrices' moments are 8-bit
+//                   instead (m_q, v_q and their scales) and m, v hold the
+//                   rest (adam_state.h: AdamLayout)
 //   master          the fp32 master weights, num_params floats: the bf16 build
 //                   only (NULL in fp32, where params are fp32 already); AdamW
 //                   updates them and rounds them into params
@@ -30,6 +33,7 @@
 #include <stdio.h>
 
 #include "activations.h"
+#include "adam_state.h"
 #include "adamw.h"
 #include "chapters.h"
 #include "encoder.h"
@@ -79,7 +83,10 @@ typedef struct {
     size_t param_sizes[NUM_PARAM_TENSORS];
     size_t num_params;
     floatX *params, *grads;  // what the forward and backward passes read and write
-    float *m, *v;            // AdamW's moments
+    AdamLayout adam;         // where AdamW's moments live (adam_state.h)
+    float *m, *v;            // AdamW's fp32 moments: adam.fp32_values each
+    uint8_t *m_q, *v_q;      // chapter 10: the 8-bit moments, adam.q8_values each (else NULL)
+    float *m_absmax, *v_absmax;  // their scales, adam.q8_blocks each
     float *master;           // fp32 master weights: the bf16 build only, else NULL
     floatX *params_of[NUM_PARAM_TENSORS], *grads_of[NUM_PARAM_TENSORS];
     int max_B, max_T;        // the activations' capacity
@@ -97,7 +104,8 @@ typedef struct {
     float *norm;                // device, one float
     float *clip_factor;         // device, one float
     AdamWStep *adamw_step;      // device: the step's lr, corrections, clip factor (chapter 09)
-    AdamWTensors adamw_tensors; // host: the tensors' table that adamw_fused_v2 takes by value
+    AdamWTensors adamw_tensors; // host: the fp32-state tensors' table that adamw_fused_v2 takes
+    AdamWTensors adamw8_tensors;// host: the 8-bit-state tensors' (chapter 10), blocks of 256
     size_t device_bytes;        // everything this model allocated
 } GPT2Gpu;
 
@@ -174,8 +182,17 @@ void gpt2_gpu_backward(GPT2Gpu *model);
 float gpt2_gpu_update(GPT2Gpu *model, float lr, const AdamWConfig *cfg, float max_norm, int t,
                       float *norm);
 
-// Copies between the device's fp32 buffers (m, v, master) and host arrays of
-// num_params floats.
+// AdamW's moments to and from the host, in the model's layout (s->layout must
+// be model->adam: adam_state_alloc(s, &model->adam)).
+void gpt2_gpu_get_state(const GPT2Gpu *model, AdamState *s);
+void gpt2_gpu_set_state(GPT2Gpu *model, const AdamState *s);
+
+// Every moment as fp32 at its parameter's offset (num_params floats each),
+// the 8-bit ones dequantized: for tests and reports.
+void gpt2_gpu_get_moments(const GPT2Gpu *model, float *m, float *v);
+
+// Copies between the device's fp32 buffers of num_params floats (master) and
+// host arrays.
 void gpt2_gpu_download(const GPT2Gpu *model, const float *device_buffer, float *host);
 void gpt2_gpu_upload(GPT2Gpu *model, float *device_buffer, const float *host);
 

@@ -248,12 +248,9 @@ int load_model_for_run(const char *path, int T, GPT2Config *cfg, float **params,
     return 0;
 }
 
-int load_state_for_run(const char *model_path, const TrainOptions *opt, TrainProgress *p,
-                       float *m, float *v, size_t num_params, char *err) {
-    char state_path[1024];
-    if (state_path_for_model(model_path, state_path, sizeof state_path, err)) return -1;
-    if (access(state_path, F_OK) != 0) return missing_state(model_path, state_path, err);
-    if (train_state_read(state_path, p, m, v, num_params, err)) return -1;
+// The state is read; now whose it is.
+static int check_state_pair(const char *model_path, const char *state_path,
+                            const TrainOptions *opt, const TrainProgress *p, char *err) {
     if (p->B != opt->B || p->T != opt->T)
         return fail(err, "%s: saved with B=%d T=%d, but this run has B=%d T=%d", state_path, p->B,
                     p->T, opt->B, opt->T);
@@ -271,9 +268,22 @@ int load_state_for_run(const char *model_path, const TrainOptions *opt, TrainPro
     return 0;
 }
 
-int save_run(const char *dir, const GPT2Config *cfg, const float *params, const float *m,
-             const float *v, size_t num_params, const TrainProgress *p, char *model_path,
-             size_t cap, char *err) {
+int load_state_for_run(const char *model_path, const TrainOptions *opt, const GPT2Config *cfg,
+                       TrainProgress *p, AdamState *s, char *err) {
+    char state_path[1024];
+    if (state_path_for_model(model_path, state_path, sizeof state_path, err)) return -1;
+    if (access(state_path, F_OK) != 0) return missing_state(model_path, state_path, err);
+    if (train_state_read_adam(state_path, cfg, p, s, err)) return -1;
+    if (check_state_pair(model_path, state_path, opt, p, err)) {
+        adam_state_free(s);
+        return -1;
+    }
+    return 0;
+}
+
+int save_run(const char *dir, const GPT2Config *cfg, const float *params, const AdamState *s,
+             const TrainProgress *p, char *model_path, size_t cap, char *err) {
+    const size_t num_params = s->layout.num_params;
     if (make_dirs(dir, err)) return -1;
     char mpath[1024], spath[1024];
     checkpoint_paths(dir, p->step, mpath, spath, sizeof mpath);
@@ -281,7 +291,7 @@ int save_run(const char *dir, const GPT2Config *cfg, const float *params, const 
     named.model_checksum = checkpoint_params_checksum(params, num_params);
     AtomicFile model, state;
     if (checkpoint_write_unrenamed(&model, mpath, cfg, params, err)) return -1;
-    if (train_state_write_unrenamed(&state, spath, &named, m, v, num_params, err)) {
+    if (train_state_write_adam_unrenamed(&state, spath, &named, s, err)) {
         atomic_abort(&model);
         return -1;
     }

@@ -66,12 +66,13 @@ int open_data(const TrainOptions *opt, DataLoader *train, DataLoader *val, int *
 int load_model_for_run(const char *path, int T, GPT2Config *cfg, float **params, char *err);
 
 // Reads the training state beside a model file (state_NNNNNN.bin beside
-// model_NNNNNN.bin) into m, v (num_params each) and *p, and checks that it is
+// model_NNNNNN.bin) of shape cfg into s (allocated here, in the file's
+// layout: adam_state_free it) and *p, and checks that it is
 // that model's pair (its step and the checksum of the model file's
 // parameters, train_state.h) and that it was saved with this run's B and T.
 // A missing state is reported with the latest complete checkpoint beside it.
-int load_state_for_run(const char *model_path, const TrainOptions *opt, TrainProgress *p,
-                       float *m, float *v, size_t num_params, char *err);
+int load_state_for_run(const char *model_path, const TrainOptions *opt, const GPT2Config *cfg,
+                       TrainProgress *p, AdamState *s, char *err);
 
 // Writes model_NNNNNN.bin and state_NNNNNN.bin (NNNNNN = p->step) into dir,
 // creating it if needed, as a pair: both are written whole under temporary
@@ -80,10 +81,10 @@ int load_state_for_run(const char *model_path, const TrainOptions *opt, TrainPro
 // two renames (prepare_run's --resume DIR then takes the pair before). The
 // state records the model's checksum. Non-finite parameters or moments are
 // refused and nothing is written. The model path goes to model_path (cap
-// bytes) if not NULL.
-int save_run(const char *dir, const GPT2Config *cfg, const float *params, const float *m,
-             const float *v, size_t num_params, const TrainProgress *p, char *model_path,
-             size_t cap, char *err);
+// bytes) if not NULL. The state is s's (train_state.h: version 2, or 3 with
+// 8-bit moments); its parameters are s->layout.num_params.
+int save_run(const char *dir, const GPT2Config *cfg, const float *params, const AdamState *s,
+             const TrainProgress *p, char *model_path, size_t cap, char *err);
 
 // ---- as the run goes -------------------------------------------------------------
 

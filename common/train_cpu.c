@@ -44,8 +44,14 @@ int cpu_trainer_init(CpuTrainer *tr, const TrainOptions *opt, char *err) {
     tr->v = xcalloc(n, sizeof(float));
     if (opt->resume_from[0]) {
         TrainProgress p;
-        if (load_state_for_run(opt->resume_from, opt, &p, tr->m, tr->v, n, err) ||
-            dataloader_seek(&tr->train, p.data, err)) {
+        AdamState s;
+        if (load_state_for_run(opt->resume_from, opt, &tr->model.config, &p, &s, err)) {
+            cpu_trainer_free(tr);
+            return -1;
+        }
+        adam_state_to_full(&s, tr->m, tr->v);  // 8-bit moments (chapter 10) dequantized
+        adam_state_free(&s);
+        if (dataloader_seek(&tr->train, p.data, err)) {
             cpu_trainer_free(tr);
             return -1;
         }
@@ -118,8 +124,9 @@ int cpu_trainer_val_loss(CpuTrainer *tr, float *loss, char *err) {
 int cpu_trainer_save(CpuTrainer *tr, char *model_path, size_t cap, char *err) {
     TrainProgress p = {.step = tr->step, .data = dataloader_position(&tr->train),
                        .sampler_rng = tr->sampler.state, .B = tr->opt.B, .T = tr->opt.T};
-    return save_run(tr->opt.checkpoint_dir, &tr->model.config, tr->model.params, tr->m, tr->v,
-                    tr->model.num_params, &p, model_path, cap, err);
+    AdamState s = adam_state_view_full(&tr->model.config, tr->m, tr->v);
+    return save_run(tr->opt.checkpoint_dir, &tr->model.config, tr->model.params, &s, &p,
+                    model_path, cap, err);
 }
 
 void cpu_trainer_sample(CpuTrainer *tr, int32_t *out, int n, int eot) {

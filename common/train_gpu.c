@@ -70,20 +70,24 @@ static int initial_params(const TrainOptions *opt, const Optimizations *o, GPT2C
     return 0;
 }
 
+// The checkpoint's moments, in the model's layout: a state of another layout
+// (chapter 09's fp32 moments resumed in chapter 10, or the reverse) is
+// quantized or dequantized on the way (adam_state_convert).
 static int restore_state(GpuTrainer *tr, char *err) {
-    size_t n = tr->model.num_params;
-    float *m = xmalloc(n * sizeof(float)), *v = xmalloc(n * sizeof(float));
     TrainProgress p;
-    int rc = load_state_for_run(tr->opt.resume_from, &tr->opt, &p, m, v, n, err);
-    if (rc == 0) rc = dataloader_seek(&tr->train, p.data, err);
+    AdamState saved, mine;
+    if (load_state_for_run(tr->opt.resume_from, &tr->opt, &tr->model.config, &p, &saved, err))
+        return -1;
+    int rc = dataloader_seek(&tr->train, p.data, err);
     if (rc == 0) {
-        gpt2_gpu_upload(&tr->model, tr->model.m, m);
-        gpt2_gpu_upload(&tr->model, tr->model.v, v);
+        adam_state_alloc(&mine, &tr->model.adam);
+        adam_state_convert(&saved, &mine);
+        gpt2_gpu_set_state(&tr->model, &mine);
+        adam_state_free(&mine);
         tr->step = p.step;
         tr->sampler.state = p.sampler_rng;
     }
-    free(m);
-    free(v);
+    adam_state_free(&saved);
     return rc;
 }
 
@@ -329,25 +333,24 @@ int gpu_trainer_val_loss(GpuTrainer *tr, float *loss, char *err) {
 
 int gpu_trainer_save(GpuTrainer *tr, char *model_path, size_t cap, char *err) {
     GPT2Gpu *m = &tr->model;
-    size_t n = m->num_params;
-    float *params = xmalloc(n * sizeof(float)), *mom1 = xmalloc(n * sizeof(float)),
-          *mom2 = xmalloc(n * sizeof(float));
+    float *params = xmalloc(m->num_params * sizeof(float));
+    AdamState state;
+    adam_state_alloc(&state, &m->adam);
     // The weights of record: the fp32 master weights in the bf16 build, so a
-    // checkpoint is fp32 (version 3) whichever build wrote it.
+    // checkpoint is fp32 (version 3) whichever build wrote it; the moments as
+    // the model keeps them (8-bit ones too, from chapter 10).
     gpt2_gpu_get_params(m, params);
-    gpt2_gpu_download(m, m->m, mom1);
-    gpt2_gpu_download(m, m->v, mom2);
+    gpt2_gpu_get_state(m, &state);
     // With workers the loader is ahead of the model: the position of record is
     // after the last batch the model took.
     DataPosition data = tr->workers_running ? data_workers_position(&tr->workers)
                                             : dataloader_position(&tr->train);
-    TrainProgress p = {.step = tr->step, .data = data,
-                       .sampler_rng = tr->sampler.state, .B = tr->opt.B, .T = tr->opt.T};
-    int rc = save_run(tr->opt.checkpoint_dir, &m->config, params, mom1, mom2, n, &p, model_path,
-                      cap, err);
+    TrainProgress p = {.step = tr->step, .data = data, .sampler_rng = tr->sampler.state,
+                       .B = tr->opt.B, .T = tr->opt.T};
+    int rc = save_run(tr->opt.checkpoint_dir, &m->config, params, &state, &p, model_path, cap,
+                      err);
     free(params);
-    free(mom1);
-    free(mom2);
+    adam_state_free(&state);
     return rc;
 }
 

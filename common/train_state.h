@@ -21,6 +21,15 @@
 // files were renamed or copied. (train_common.c's save_run writes the pair,
 // load_state_for_run checks it.)
 //
+// Version 3 (chapter 10): the same header, and [15] = the tensors whose
+// moments are 8-bit (bit i: tensor i of gpt2_config.h); then AdamState's
+// buffers in its layout (adam_state.h: adam_layout_masked of the model's
+// shape and that mask):
+//     m, v                float32    the fp32 moments, fp32_values each
+//     m_q, v_q            uint8      the 8-bit moments, q8_values each
+//     m_absmax, v_absmax  float32    their scales, q8_blocks each
+// A state without 8-bit moments is written as version 2.
+//
 // Version 1 (before the checksum) is refused with a message that says so: it
 // cannot tell whose moments it holds, and resuming with another model's
 // moments trains silently wrong. Its model still loads with --init-from.
@@ -30,11 +39,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "adam_state.h"
 #include "dataloader.h"
+#include "gpt2_config.h"
 #include "util.h"
 
 #define TRAIN_STATE_MAGIC 20241121
 #define TRAIN_STATE_VERSION 2
+#define TRAIN_STATE_VERSION_8BIT 3
 
 typedef struct {
     int step;                // optimizer steps completed
@@ -54,9 +66,21 @@ int train_state_write_unrenamed(AtomicFile *af, const char *path, const TrainPro
                                 const float *m, const float *v, size_t num_params, char *err);
 
 // Reads into m and v, which hold num_params floats each; the file must have
-// been written for exactly that many parameters.
+// been written for exactly that many parameters, as version 2 (fp32
+// moments: a version 3 state is refused, saying so).
 int train_state_read(const char *path, TrainProgress *p, float *m, float *v, size_t num_params,
                      char *err);
+
+// Chapter 10: writes s as version 3, or, when it has no 8-bit moments, as
+// version 2 (train_state_write_unrenamed).
+int train_state_write_adam_unrenamed(AtomicFile *af, const char *path, const TrainProgress *p,
+                                     const AdamState *s, char *err);
+
+// Reads a version 2 or 3 state of a model of shape cfg into s, allocated
+// here in the file's own layout (adam_state_free it; adam_state_convert it
+// to another).
+int train_state_read_adam(const char *path, const GPT2Config *cfg, TrainProgress *p,
+                          AdamState *s, char *err);
 
 // Reads the header only (after the same checks, but for the count of
 // parameters, which it returns in *num_params): cheap, for a command line.

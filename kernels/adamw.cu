@@ -170,10 +170,13 @@ extern "C" void adamw_begin_step_v2(const GpuContext *ctx, AdamWStep *step, cons
 #define ADAMW_FUSED_THREADS 256
 // Values per block: one Vec (VEC_X values) per thread.
 #define ADAMW_FUSED_BLOCK_VALUES ((size_t)ADAMW_FUSED_THREADS * VEC_X)
+static_assert(ADAMW_FUSED_BLOCK_VALUES == ADAMW_FUSED_VALUES_PER_BLOCK, "adamw.h's count");
 
 extern "C" void adamw_tensors_v2(AdamWTensors *table, const size_t *sizes, const int *decay,
                                  int count) {
     adamw_table_build(table, sizes, decay, count, ADAMW_FUSED_BLOCK_VALUES);
+    // The moments are laid out as the parameters (chapter 10 packs them).
+    for (int k = 0; k < table->count; k++) table->state_offset[k] = table->offset[k];
 }
 
 // What the update of one value reads besides its own state: the step's
@@ -280,19 +283,23 @@ __global__ void __launch_bounds__(ADAMW_FUSED_THREADS)
     // The block's tensor: the last one that starts at or before this block.
     int k = 0;
     while (k + 1 < table.count && blockIdx.x >= table.first_block[k + 1]) k++;
-    const size_t end = table.offset[k] + table.size[k];
-    const size_t i = table.offset[k] +
-                     (size_t)(blockIdx.x - table.first_block[k]) * ADAMW_FUSED_BLOCK_VALUES +
+    // The thread's first value, counted from the start of its tensor.
+    const size_t n = table.size[k];
+    const size_t i = (size_t)(blockIdx.x - table.first_block[k]) * ADAMW_FUSED_BLOCK_VALUES +
                      (size_t)threadIdx.x * VEC_X;
-    if (i >= end) return;
+    if (i >= n) return;
+    // The tensor's parameters, and its moments where the state keeps them.
+    params += table.offset[k], grads += table.offset[k];
+    if (master) master += table.offset[k];
+    m += table.state_offset[k], v += table.state_offset[k];
     const AdamWStep s = *step;
     const AdamWScalars a = {s.lr,  beta1, beta2, eps, table.decay[k] ? weight_decay : 0.0f,
                             s.correction1, s.correction2, s.clip_factor};
-    if (i + VEC_X <= end && aligned16(params + i) && aligned16(grads + i) &&
+    if (i + VEC_X <= n && aligned16(params + i) && aligned16(grads + i) &&
         aligned16(m + i) && aligned16(v + i) && (!master || aligned16(master + i))) {
         adamw_vec(params, master, grads, m, v, i, a);
     } else {
-        for (size_t j = i; j < end && j < i + VEC_X; j++)
+        for (size_t j = i; j < n && j < i + VEC_X; j++)
             adamw_one(params, master, grads, m, v, j, a);
     }
 }

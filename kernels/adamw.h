@@ -89,6 +89,10 @@ typedef struct {
 void adamw_begin_step_v2(const GpuContext *ctx, AdamWStep *step, const float *norm,
                          float max_norm, int t, float lr, const AdamWConfig *cfg);
 
+// The fused kernel's values per block: 256 threads of one 16-byte vector of
+// floatX each (2048 in bf16, 1024 in fp32).
+#define ADAMW_FUSED_VALUES_PER_BLOCK ((size_t)256 * (16 / sizeof(floatX)))
+
 // The table of `count` tensors that lie one after another from offset 0
 // (adamw_table.h), cut into the fused kernel's blocks of 256 threads of VEC_X
 // values: 2048 values in bf16, 1024 in fp32.
@@ -98,8 +102,10 @@ void adamw_tensors_v2(AdamWTensors *table, const size_t *sizes, const int *decay
 // value, adamw_update_v1's arithmetic (the same float operations in the same
 // order: the same bits) with lr, the bias corrections and the clip factor
 // read from *step (device memory), and the decay of the value's tensor.
-// Buffers as adamw_update_v1's, the table's layout, with master NULL (the
-// fp32 build) meaning that params are the weights.
+// params, master and grads are indexed by the table's offsets, m and v by
+// its state_offsets (the same offsets through chapter 09; chapter 10 packs
+// the fp32 moments, adam_state.h); master NULL (the fp32 build) means that
+// params are the weights.
 //
 // The clipping is folded in: when step->clip_factor < 1, each gradient is
 // scaled and rounded to floatX as scale_by_device_factor_v1 would have

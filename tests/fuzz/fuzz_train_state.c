@@ -1,5 +1,6 @@
-// fuzz_train_state.c: train_state_read_progress and train_state_read on any
-// bytes, for the tiny model's parameter count (fuzz_shapes.h).
+// fuzz_train_state.c: train_state_read_progress, train_state_read and
+// train_state_read_adam (versions 2 and 3) on any bytes, for the tiny model's
+// parameter count (fuzz_shapes.h).
 #include <stdlib.h>
 #include "fuzz.h"
 #include "fuzz_shapes.h"
@@ -17,5 +18,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     fuzz_check_refusal(train_state_read(path, &p, m, v, n, err), err, path);
     free(m);
     free(v);
+    AdamState s;
+    err[0] = '\0';
+    int rc = train_state_read_adam(path, &cfg, &p, &s, err);
+    fuzz_check_refusal(rc, err, path);
+    if (rc == 0) adam_state_free(&s);
     return 0;
 }

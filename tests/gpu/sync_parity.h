@@ -83,8 +83,7 @@ static inline void sp_run(SpRun *r, const TrainOptions *o, Optimizations optim, 
     r->v = xmalloc(r->n * sizeof(float));
     gpt2_gpu_get_params(&tr.model, r->params);
     gpt2_gpu_download_floatx(tr.model.params, r->weights, r->n);
-    gpt2_gpu_download(&tr.model, tr.model.m, r->m);
-    gpt2_gpu_download(&tr.model, tr.model.v, r->v);
+    gpt2_gpu_get_moments(&tr.model, r->m, r->v);
     gpu_trainer_free(&tr);
 }
 

@@ -10,11 +10,14 @@
 // Built into build/tests/gpu_tests_bf16 only (Makefile: *_bf16.c).
 #define _POSIX_C_SOURCE 200809L  // for file_helpers.h
 #include <criterion/criterion.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "profiler.h"
+#include "compare.h"
 #include "shard.h"
+#include "train_state.h"
 #include "sync_parity.h"
 #include "tolerances.h"
 #include "training_checks.h"
@@ -219,4 +222,147 @@ Test(gpu_training_bf16, chapter_09_updates_every_tensor_in_one_launch) {
     cr_assert(b.per_tensor == 0 && b.fused == 1 && b.begin_step == 1 && b.total == 4,
               "fused: %g per-tensor AdamW launches, %g fused, %g begin-step, %g in all",
               b.per_tensor, b.fused, b.begin_step, b.total);
+}
+
+// ---- chapter 10: the 8-bit optimizer -------------------------------------------------
+
+// The weights of record after `steps` steps of the tiny model with optim, and
+// (when start is not NULL) before the first.
+static float *weights_after(Optimizations optim, int steps, float **start) {
+    TrainOptions o = tiny_train_options(steps);
+    GpuTrainer tr;
+    char err[ERR_LEN];
+    cr_assert(gpu_trainer_init(&tr, &o, &optim, err) == 0, "%s", err);
+    const size_t n = tr.model.num_params;
+    if (start) {
+        *start = xmalloc(n * sizeof(float));
+        gpt2_gpu_get_params(&tr.model, *start);
+    }
+    gpu_steps(&tr, steps, NULL);
+    float *w = xmalloc(n * sizeof(float));
+    gpt2_gpu_get_params(&tr.model, w);
+    gpu_trainer_free(&tr);
+    return w;
+}
+
+// The change `steps` steps of the tiny model make to its weights, chapter 10
+// against chapter 09, tensor by tensor; with strict set, each tensor's within
+// 1e-3 of the largest value of chapter 09's change, else (tensors of at
+// least 4096 values) in direction and length within TOL_ADAMW8BIT_*.
+static size_t compare_changes(int steps, int strict) {
+    Optimizations o9 = chapter_optimizations(9), o10 = chapter_optimizations(10);
+    float *start;
+    float *w9 = weights_after(o9, steps, &start), *w10 = weights_after(o10, steps, NULL);
+    TrainOptions o = tiny_train_options(steps);
+    GPT2Config cfg = o.model;
+    apply_model_switches(&o10, &cfg);
+    const AdamLayout l = adam_layout_for(&cfg, 1);
+    size_t quantized = 0;
+    for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
+        const size_t p = l.param_offset[i], n = l.size[i];
+        if (n == 0 || (!strict && n < 4096)) continue;
+        float *d9 = xmalloc(n * sizeof(float)), *d10 = xmalloc(n * sizeof(float));
+        for (size_t j = 0; j < n; j++)
+            d9[j] = w9[p + j] - start[p + j], d10[j] = w10[p + j] - start[p + j];
+        char what[96];
+        snprintf(what, sizeof what, "%s after %d steps", gpt2_param_names[i], steps);
+        if (strict) {
+            gt_compare(what, d10, d9, n, 1e-3);
+        } else {
+            const double cosine = cosine_similarity(d10, d9, n), ratio = norm_ratio(d10, d9, n);
+            cr_assert(cosine >= TOL_ADAMW8BIT_COSINE, "%s: cosine %.6f", what, cosine);
+            cr_assert(fabs(ratio - 1) <= TOL_ADAMW8BIT_NORM_RATIO, "%s: norm ratio %.6f", what,
+                      ratio);
+        }
+        quantized += l.quantized[i] ? n : 0;
+        free(d9), free(d10);
+    }
+    free(start), free(w9), free(w10);
+    return quantized;
+}
+
+// This chapter changes the optimizer, so the tests are tolerances.
+//  - One step: the moments start at zero, and the update uses the new fp32
+//    moments before they are quantized, so the first step is fp32 AdamW's but
+//    for the order of roundings (chapter 10's kernel rounds each product,
+//    chapter 09's fuses some): every tensor's change within 1e-3 of the
+//    largest.
+//  - Five steps: from step 2 on the moments are the dequantized ones, and the
+//    runs part: each tensor's change points where chapter 09's does and has
+//    its length, within TOL_ADAMW8BIT_* (tolerances.h says why those).
+Test(gpu_training_bf16, chapter_10_follows_chapter_09_within_the_8bit_tolerance) {
+    Optimizations o9 = chapter_optimizations(9), o10 = chapter_optimizations(10);
+    Optimizations o10_off = o10;
+    o10_off.adamw_8bit = 0;
+    cr_assert(memcmp(&o9, &o10_off, sizeof o9) == 0, "chapter 10 is chapter 09 + one switch");
+    cr_assert(compare_changes(1, 1) > 0, "the tiny model has no 8-bit tensors: the test means nothing");
+    cr_assert(compare_changes(5, 0) > 0);
+}
+
+// Checkpoints keep the 8-bit state (train_state.h, version 3): a resumed run
+// continues bit for bit.
+Test(gpu_training_bf16, chapter_10_resumes_bit_identically) {
+    check_resume_bit_identical(chapter_optimizations(10));
+}
+
+// The memory the 8-bit state saves is what the layout says: 8 bytes of fp32
+// moments per quantized value, against 2 bytes and two scales per 256.
+Test(gpu_training_bf16, chapter_10_saves_the_memory_it_predicts) {
+    TrainOptions o = tiny_train_options(1);
+    Optimizations o9 = chapter_optimizations(9), o10 = chapter_optimizations(10);
+    GpuTrainer t9, t10;
+    char err[ERR_LEN];
+    cr_assert(gpu_trainer_init(&t9, &o, &o9, err) == 0, "%s", err);
+    cr_assert(gpu_trainer_init(&t10, &o, &o10, err) == 0, "%s", err);
+    const AdamLayout *l = &t10.model.adam;
+    const size_t q = t10.model.num_params - l->fp32_values;
+    const size_t want = 8 * q - (2 * l->q8_values + 8 * l->q8_blocks);
+    cr_assert(q > 0);
+    cr_assert_eq(t9.model.device_bytes - t10.model.device_bytes, want,
+                 "saved %zu bytes, the layout says %zu",
+                 t9.model.device_bytes - t10.model.device_bytes, want);
+    gpu_trainer_free(&t9);
+    gpu_trainer_free(&t10);
+}
+
+// A checkpoint of one kind of state resumes in the other chapter: chapter
+// 09's fp32 moments quantized on the way into chapter 10, chapter 10's 8-bit
+// moments dequantized into chapter 09: the device then holds exactly the
+// host's conversion of the file (adam_state_convert).
+static void check_resumes_across(Optimizations from, Optimizations to) {
+    TrainOptions o = tiny_train_options(8);
+    GpuTrainer a, b;
+    char err[ERR_LEN], path[512], state_path[512];
+    cr_assert(gpu_trainer_init(&a, &o, &from, err) == 0, "%s", err);
+    gpu_steps(&a, 4, NULL);
+    cr_assert(gpu_trainer_save(&a, path, sizeof path, err) == 0, "%s", err);
+    GPT2Config cfg = a.model.config;
+    gpu_trainer_free(&a);
+    TrainOptions r = o;
+    snprintf(r.resume_from, sizeof r.resume_from, "%s", path);
+    cr_assert(gpu_trainer_init(&b, &r, &to, err) == 0, "%s", err);
+    cr_assert_eq(b.step, 4);
+    AdamState file, want, got;
+    TrainProgress p;
+    cr_assert(state_path_for_model(path, state_path, sizeof state_path, err) == 0, "%s", err);
+    cr_assert(train_state_read_adam(state_path, &cfg, &p, &file, err) == 0, "%s", err);
+    adam_state_alloc(&want, &b.model.adam);
+    adam_state_alloc(&got, &b.model.adam);
+    adam_state_convert(&file, &want);
+    gpt2_gpu_get_state(&b.model, &got);
+    const AdamLayout *l = &got.layout;
+    gt_assert_identical("fp32 m", got.m, want.m, l->fp32_values);
+    gt_assert_identical("fp32 v", got.v, want.v, l->fp32_values);
+    cr_assert(memcmp(got.m_q, want.m_q, l->q8_values) == 0, "8-bit m");
+    cr_assert(memcmp(got.v_q, want.v_q, l->q8_values) == 0, "8-bit v");
+    gt_assert_identical("m's scales", got.m_absmax, want.m_absmax, l->q8_blocks);
+    gt_assert_identical("v's scales", got.v_absmax, want.v_absmax, l->q8_blocks);
+    gpu_steps(&b, 4, NULL);  // and it trains on
+    adam_state_free(&file), adam_state_free(&want), adam_state_free(&got);
+    gpu_trainer_free(&b);
+}
+
+Test(gpu_training_bf16, chapter_09_checkpoint_resumes_in_chapter_10_and_back) {
+    check_resumes_across(chapter_optimizations(9), chapter_optimizations(10));
+    check_resumes_across(chapter_optimizations(10), chapter_optimizations(9));
 }
