@@ -482,6 +482,39 @@ def plot_data_workers(ctx):
                   f"{rel(path)}, written by make demo-08", "data_workers"), None
 
 
+def plot_adamw8bit(ctx):
+    """Chapter 10's demo: fp32 and 8-bit AdamW moments, side by side."""
+    logs = os.path.join(os.path.dirname(ctx["out"]), "logs")
+    paths = [(n, os.path.join(logs, f"adamw8bit-ch{n:02d}.txt")) for n in (9, 10)]
+    if not all(os.path.exists(p) for _, p in paths):
+        return None, "no logs/adamw8bit-ch09.txt and adamw8bit-ch10.txt (make demo-10)"
+    fig, (ax, dax) = plt.subplots(2, 1, sharex=True, figsize=(8, 5.6),
+                                  gridspec_kw={"height_ratios": [3, 1.4]})
+    val_of = {}
+    for (n, path), colour in zip(paths, ("#4c72b0", "#c44e52")):
+        train, val = read_losses(path)
+        val_of[n] = dict(val)
+        name = "ch09, fp32 moments" if n == 9 else "ch10, 8-bit moments"
+        ax.plot([s for s, _ in train], [l for _, l in train], color=colour, lw=0.8, alpha=0.45)
+        ax.plot([s for s, _ in val], [l for _, l in val], color=colour, lw=1.8, marker="o",
+                ms=3.5, label=f"{name}: validation loss (training loss: thin)")
+    ax.set_ylim(2.5, 8)
+    ax.set_ylabel("loss (from 11 at step 0)")
+    ax.grid(color="#eeeeee")
+    ax.legend(frameon=False, fontsize=8.5)
+    steps = sorted(set(val_of[9]) & set(val_of[10]))
+    dax.bar(steps, [val_of[10][s] - val_of[9][s] for s in steps], width=12, color="#8172b3")
+    dax.axhline(0, color="#888888", lw=0.8)
+    dax.set_ylabel("validation loss,\nch10 − ch09")
+    dax.set_xlabel("step")
+    dax.grid(color="#eeeeee")
+    sources = f"{rel(logs)}/adamw8bit-ch09.txt and adamw8bit-ch10.txt, written by make demo-10"
+    quiet = dict(ctx, when="")  # the demo's own run, not the benchmark's
+    return finish(quiet, fig, "8-bit AdamW moments against fp32, side by side",
+                  "GPT-2 124M, B=16, T=1024, the same seed and batches\ndata: TinyShakespeare, "
+                  "validation on its held-out tenth", sources, "adamw8bit_loss"), None
+
+
 def plot_heatmap(ctx):
     chapters = log_chapters(ctx)
     if not chapters:
@@ -635,7 +668,7 @@ def plot_gpu(folder):
                        ("speedup", plot_speedup), ("phases", plot_phases),
                        ("loss_curves", plot_loss), ("heatmap", plot_heatmap),
                        ("gemm_roofline", plot_gemm_roofline), ("tying_loss", plot_tying),
-                       ("data_workers", plot_data_workers)):
+                       ("data_workers", plot_data_workers), ("adamw8bit_loss", plot_adamw8bit)):
         files, why = draw(ctx)
         if files is None:
             print(f"plots: {rel(folder)}: no {name} plot: {why}")
