@@ -30,17 +30,12 @@ static int check_finite(const char *path, const char *what, const float *x, size
     return 0;
 }
 
-int train_state_write_unrenamed(AtomicFile *af, const char *path, const TrainProgress *p,
-                                const float *m, const float *v, size_t num_params, char *err) {
-    af->fp = NULL;
-    af->slot = -1;
-    const char *after = ": not written (has the run diverged?)";
-    if (check_finite(path, "first moment", m, num_params, after, err) ||
-        check_finite(path, "second moment", v, num_params, after, err))
-        return -1;
-    int32_t header[BINFILE_HEADER_INTS] = {0};
+// The header both versions share (train_state.h).
+static void fill_header(int32_t header[BINFILE_HEADER_INTS], int version, const TrainProgress *p,
+                        size_t num_params) {
+    memset(header, 0, BINFILE_HEADER_INTS * sizeof(int32_t));
     header[0] = TRAIN_STATE_MAGIC;
-    header[1] = TRAIN_STATE_VERSION;
+    header[1] = version;
     header[2] = p->step;
     put_u64(header, 3, num_params);
     put_u64(header, 5, p->data.epoch);
@@ -49,6 +44,18 @@ int train_state_write_unrenamed(AtomicFile *af, const char *path, const TrainPro
     header[11] = p->B;
     header[12] = p->T;
     put_u64(header, 13, p->model_checksum);
+}
+
+int train_state_write_unrenamed(AtomicFile *af, const char *path, const TrainProgress *p,
+                                const float *m, const float *v, size_t num_params, char *err) {
+    af->fp = NULL;
+    af->slot = -1;
+    const char *after = ": not written (has the run diverged?)";
+    if (check_finite(path, "first moment", m, num_params, after, err) ||
+        check_finite(path, "second moment", v, num_params, after, err))
+        return -1;
+    int32_t header[BINFILE_HEADER_INTS];
+    fill_header(header, TRAIN_STATE_VERSION, p, num_params);
     if (binfile_create(af, path, header, err)) return -1;
     if (atomic_write(af, m, num_params * sizeof(float), err)) return -1;
     if (atomic_write(af, v, num_params * sizeof(float), err)) return -1;
@@ -146,17 +153,8 @@ int train_state_write_adam_unrenamed(AtomicFile *af, const char *path, const Tra
         check_finite(path, "first moment's scales", s->m_absmax, l->q8_blocks, after, err) ||
         check_finite(path, "second moment's scales", s->v_absmax, l->q8_blocks, after, err))
         return -1;
-    int32_t header[BINFILE_HEADER_INTS] = {0};
-    header[0] = TRAIN_STATE_MAGIC;
-    header[1] = TRAIN_STATE_VERSION_8BIT;
-    header[2] = p->step;
-    put_u64(header, 3, l->num_params);
-    put_u64(header, 5, p->data.epoch);
-    put_u64(header, 7, p->data.window);
-    put_u64(header, 9, p->sampler_rng);
-    header[11] = p->B;
-    header[12] = p->T;
-    put_u64(header, 13, p->model_checksum);
+    int32_t header[BINFILE_HEADER_INTS];
+    fill_header(header, TRAIN_STATE_VERSION_8BIT, p, l->num_params);
     header[15] = (int32_t)adam_layout_mask(l);
     if (binfile_create(af, path, header, err)) return -1;
     if (atomic_write(af, s->m, l->fp32_values * sizeof(float), err) ||

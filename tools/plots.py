@@ -412,37 +412,48 @@ def read_losses(path):
     return train, val
 
 
-def plot_tying(ctx):
-    """Chapter 07's demo: the untied and the tied model trained side by side."""
+def plot_two_runs(ctx, runs, demo, title, name, ylim):
+    """Two runs of a demo side by side: [(log name, label, colour)] from logs/, their
+    training and validation losses, and the second's validation loss minus the first's."""
     logs = os.path.join(os.path.dirname(ctx["out"]), "logs")
-    paths = [(n, os.path.join(logs, f"tying-ch0{n}.txt")) for n in (6, 7)]
-    if not all(os.path.exists(p) for _, p in paths):
-        return None, "no logs/tying-ch06.txt and tying-ch07.txt (make demo-07)"
+    paths = [os.path.join(logs, log) for log, _, _ in runs]
+    names = " and ".join(log for log, _, _ in runs)
+    if not all(os.path.exists(p) for p in paths):
+        return None, f"no logs/{names} ({demo})"
     fig, (ax, dax) = plt.subplots(2, 1, sharex=True, figsize=(8, 5.6),
                                   gridspec_kw={"height_ratios": [3, 1.4]})
-    val_of = {}
-    for (n, path), colour in zip(paths, ("#4c72b0", "#c44e52")):
+    vals = []
+    for path, (_, label, colour) in zip(paths, runs):
         train, val = read_losses(path)
-        val_of[n] = dict(val)
-        name = "ch06, untied lm_head" if n == 6 else "ch07, lm_head tied to wte"
+        vals.append(dict(val))
         ax.plot([s for s, _ in train], [l for _, l in train], color=colour, lw=0.8, alpha=0.45)
         ax.plot([s for s, _ in val], [l for _, l in val], color=colour, lw=1.8, marker="o",
-                ms=3.5, label=f"{name}: validation loss (training loss: thin)")
-    ax.set_ylim(3.5, 8)
+                ms=3.5, label=f"{label}: validation loss (training loss: thin)")
+    ax.set_ylim(*ylim)
     ax.set_ylabel("loss (from 11 at step 0)")
     ax.grid(color="#eeeeee")
     ax.legend(frameon=False, fontsize=8.5)
-    steps = sorted(set(val_of[6]) & set(val_of[7]))
-    dax.bar(steps, [val_of[7][s] - val_of[6][s] for s in steps], width=12, color="#8172b3")
+    steps = sorted(set(vals[0]) & set(vals[1]))
+    dax.bar(steps, [vals[1][s] - vals[0][s] for s in steps], width=12, color="#8172b3")
     dax.axhline(0, color="#888888", lw=0.8)
-    dax.set_ylabel("validation loss,\nch07 − ch06")
+    first, second = (label.split(",")[0] for _, label, _ in runs)
+    dax.set_ylabel(f"validation loss,\n{second} − {first}")
     dax.set_xlabel("step")
     dax.grid(color="#eeeeee")
-    sources = f"{rel(logs)}/tying-ch06.txt and tying-ch07.txt, written by make demo-07"
     quiet = dict(ctx, when="")  # the demo's own run, not the benchmark's
-    return finish(quiet, fig, "Weight tying changes the model: untied and tied, side by side",
+    return finish(quiet, fig, title,
                   "GPT-2 124M, B=16, T=1024, the same seed and batches\ndata: TinyShakespeare, "
-                  "validation on its held-out tenth", sources, "tying_loss"), None
+                  "validation on its held-out tenth", f"{rel(logs)}/{names}, written by {demo}",
+                  name), None
+
+
+def plot_tying(ctx):
+    """Chapter 07's demo: the untied and the tied model trained side by side."""
+    return plot_two_runs(ctx, [("tying-ch06.txt", "ch06, untied lm_head", "#4c72b0"),
+                               ("tying-ch07.txt", "ch07, lm_head tied to wte", "#c44e52")],
+                         "make demo-07",
+                         "Weight tying changes the model: untied and tied, side by side",
+                         "tying_loss", (3.5, 8))
 
 
 def plot_data_workers(ctx):
@@ -484,35 +495,10 @@ def plot_data_workers(ctx):
 
 def plot_adamw8bit(ctx):
     """Chapter 10's demo: fp32 and 8-bit AdamW moments, side by side."""
-    logs = os.path.join(os.path.dirname(ctx["out"]), "logs")
-    paths = [(n, os.path.join(logs, f"adamw8bit-ch{n:02d}.txt")) for n in (9, 10)]
-    if not all(os.path.exists(p) for _, p in paths):
-        return None, "no logs/adamw8bit-ch09.txt and adamw8bit-ch10.txt (make demo-10)"
-    fig, (ax, dax) = plt.subplots(2, 1, sharex=True, figsize=(8, 5.6),
-                                  gridspec_kw={"height_ratios": [3, 1.4]})
-    val_of = {}
-    for (n, path), colour in zip(paths, ("#4c72b0", "#c44e52")):
-        train, val = read_losses(path)
-        val_of[n] = dict(val)
-        name = "ch09, fp32 moments" if n == 9 else "ch10, 8-bit moments"
-        ax.plot([s for s, _ in train], [l for _, l in train], color=colour, lw=0.8, alpha=0.45)
-        ax.plot([s for s, _ in val], [l for _, l in val], color=colour, lw=1.8, marker="o",
-                ms=3.5, label=f"{name}: validation loss (training loss: thin)")
-    ax.set_ylim(2.5, 8)
-    ax.set_ylabel("loss (from 11 at step 0)")
-    ax.grid(color="#eeeeee")
-    ax.legend(frameon=False, fontsize=8.5)
-    steps = sorted(set(val_of[9]) & set(val_of[10]))
-    dax.bar(steps, [val_of[10][s] - val_of[9][s] for s in steps], width=12, color="#8172b3")
-    dax.axhline(0, color="#888888", lw=0.8)
-    dax.set_ylabel("validation loss,\nch10 − ch09")
-    dax.set_xlabel("step")
-    dax.grid(color="#eeeeee")
-    sources = f"{rel(logs)}/adamw8bit-ch09.txt and adamw8bit-ch10.txt, written by make demo-10"
-    quiet = dict(ctx, when="")  # the demo's own run, not the benchmark's
-    return finish(quiet, fig, "8-bit AdamW moments against fp32, side by side",
-                  "GPT-2 124M, B=16, T=1024, the same seed and batches\ndata: TinyShakespeare, "
-                  "validation on its held-out tenth", sources, "adamw8bit_loss"), None
+    return plot_two_runs(ctx, [("adamw8bit-ch09.txt", "ch09, fp32 moments", "#4c72b0"),
+                               ("adamw8bit-ch10.txt", "ch10, 8-bit moments", "#c44e52")],
+                         "make demo-10", "8-bit AdamW moments against fp32, side by side",
+                         "adamw8bit_loss", (2.5, 8))
 
 
 def plot_heatmap(ctx):

@@ -24,21 +24,14 @@
 # environment.txt and every log). Needs data/tinyshakespeare and a GPU.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+. tools/demo_env.sh
 TRAINER=${TRAINER:-build/train_gpt2_bf16} B=${B:-16} T=${T:-1024} STEPS=${STEPS:-80}
 WARMUP=${WARMUP:-50} DELAYS_MS=${DELAYS_MS:-"0 10 20 30 40 60"}
-gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | grep -oiE 'H100|H200|A100|L40S|L4' \
-      | head -1 | tr 'A-Z' 'a-z')
+gpu=$(gpu_slug)
 out=${DEMO_DIR:-results/${gpu:-gpu}/data_workers}
 mkdir -p "$out/logs"
 csv=$out/runs.csv
-{
-  echo "gpu: $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)"
-  echo "driver: $(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -1)"
-  echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
-  # COMMIT names the code when the tree was copied without its .git folder.
-  echo "commit: ${COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}"
-  echo "settings: B=$B T=$T steps=$STEPS warmup=$WARMUP delays_ms=$DELAYS_MS; data TinyShakespeare"
-} > "$out/environment.txt"
+write_environment "$out/environment.txt" "B=$B T=$T steps=$STEPS warmup=$WARMUP delays_ms=$DELAYS_MS; data TinyShakespeare"
 echo "label,chapter,B,T,steps,ms_per_step,tok_per_s,tflops,mfu,peak_mem_gib,data_ms,forward_ms,backward_ms,optimizer_ms" > "$csv"
 
 run() {  # label, chapter, flags...

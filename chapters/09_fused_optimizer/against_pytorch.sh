@@ -17,22 +17,14 @@
 # environment.txt and every log). Needs data/tinyshakespeare, PyTorch and a GPU.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+. tools/demo_env.sh
 TRAINER=${TRAINER:-build/train_gpt2_bf16} LAB=${LAB:-build/kernel_lab_bf16} PYTHON=${PYTHON:-python3}
 B=${B:-16} T=${T:-1024} STEPS=${STEPS:-25} WARMUP=${WARMUP:-5}
-gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | grep -oiE 'H100|H200|A100|L40S|L4' \
-      | head -1 | tr 'A-Z' 'a-z')
+gpu=$(gpu_slug)
 out=${DEMO_DIR:-results/${gpu:-gpu}/fused_optimizer}
 mkdir -p "$out/logs"
 csv=$out/runs.csv
-{
-  echo "gpu: $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)"
-  echo "driver: $(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -1)"
-  echo "pytorch: $($PYTHON -c 'import torch; print(torch.__version__)' 2>/dev/null)"
-  echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
-  # COMMIT names the code when the tree was copied without its .git folder.
-  echo "commit: ${COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}"
-  echo "settings: B=$B T=$T steps=$STEPS warmup=$WARMUP; data TinyShakespeare (ours), random tokens (PyTorch)"
-} > "$out/environment.txt"
+write_environment "$out/environment.txt" "B=$B T=$T steps=$STEPS warmup=$WARMUP; data TinyShakespeare (ours), random tokens (PyTorch)"
 echo "label,chapter,B,T,steps,ms_per_step,tok_per_s,tflops,mfu,peak_mem_gib,data_ms,forward_ms,backward_ms,optimizer_ms" > "$csv"
 
 ours() {  # label, chapter, flags...

@@ -1,0 +1,20 @@
+# demo_env.sh: what the chapters' demo scripts share, sourced by them.
+#   gpu_slug                the GPU's short name for results/<gpu>/ (h100, h200, ...)
+#   write_environment F S   F: the GPU, driver, PyTorch (when PYTHON is set), date and
+#                           commit (COMMIT names the code when the tree was copied
+#                           without its .git folder), and S, the run's settings
+gpu_slug() {
+  nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | grep -oiE 'H100|H200|A100|L40S|L4' \
+    | head -1 | tr 'A-Z' 'a-z'
+}
+
+write_environment() {
+  {
+    echo "gpu: $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)"
+    echo "driver: $(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -1)"
+    [ -n "${PYTHON:-}" ] && echo "pytorch: $($PYTHON -c 'import torch; print(torch.__version__)' 2>/dev/null)"
+    echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+    echo "commit: ${COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}"
+    echo "settings: $2"
+  } > "$1"
+}
