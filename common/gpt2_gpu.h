@@ -178,7 +178,9 @@ void gpt2_gpu_backward(GPT2Gpu *model);
 // clipping folded into the update: the same weights and moments to the bit,
 // but model->grads is left as the backward pass wrote it, unclipped. Without
 // sync avoidance it still reads the norm back, to return it; the factor is
-// the device's either way.
+// the device's either way. Chapter 10 (8-bit moments) adds a second launch,
+// adamw8bit_fused_v2, for the tensors whose moments are 8-bit (without the
+// fused switch, adamw8bit_update_v1 per such tensor).
 float gpt2_gpu_update(GPT2Gpu *model, float lr, const AdamWConfig *cfg, float max_norm, int t,
                       float *norm);
 
