@@ -65,18 +65,13 @@ static floatX *alloc_floatx(GPT2Gpu *model, size_t n, const char *what) {
     return gpu_malloc(n * sizeof(floatX), what);
 }
 
-// The bytes of a DeviceBatch for B*T tokens.
-static size_t device_batch_bytes(int B, int T) {
-    const size_t BT = (size_t)B * T;
-    return (2 * BT + encoder_buckets_ints((int)BT)) * sizeof(int32_t);
-}
-
-void device_batch_alloc(DeviceBatch *db, int B, int T) {
-    const size_t BT = (size_t)B * T;
+size_t device_batch_alloc(DeviceBatch *db, int B, int T) {
+    const size_t BT = (size_t)B * T, buckets = encoder_buckets_ints((int)BT);
     db->inputs = gpu_malloc(BT * sizeof(int32_t), "input tokens");
     db->targets = gpu_malloc(BT * sizeof(int32_t), "target tokens");
-    db->buckets = gpu_malloc(encoder_buckets_ints((int)BT) * sizeof(int32_t), "encoder buckets");
+    db->buckets = gpu_malloc(buckets * sizeof(int32_t), "encoder buckets");
     db->num_buckets = 0;
+    return (2 * BT + buckets) * sizeof(int32_t);
 }
 
 void device_batch_free(DeviceBatch *db) {
@@ -191,8 +186,7 @@ void gpt2_gpu_init(GPT2Gpu *model, GpuContext *ctx, const GPT2Config *cfg, const
     model->device_bytes += model->acts.bytes;
     model->scratch_floats = scratch_floats_needed(cfg, max_B, max_T, o);
     model->scratch = alloc_floats(model, model->scratch_floats, "scratch");
-    device_batch_alloc(&model->own, max_B, max_T);
-    model->device_bytes += device_batch_bytes(max_B, max_T);
+    model->device_bytes += device_batch_alloc(&model->own, max_B, max_T);
     model->batch = &model->own;
     host_batch_init(&model->staging, max_B, max_T, cfg->vocab_size, 0);
     model->mean_loss = alloc_floats(model, 1, "mean loss");

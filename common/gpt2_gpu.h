@@ -133,8 +133,9 @@ int gpt2_gpu_upload_batch(GPT2Gpu *model, HostBatch *hb, int with_targets, int B
 // inputs by token into hb->buckets. Returns -1 with a reason in err.
 int host_batch_prepare(HostBatch *hb, int with_targets, int B, int T, int V, char *err);
 
-// DeviceBatch buffers for batches up to B*T tokens, and their freeing.
-void device_batch_alloc(DeviceBatch *db, int B, int T);
+// DeviceBatch buffers for batches up to B*T tokens (returns their bytes), and
+// their freeing.
+size_t device_batch_alloc(DeviceBatch *db, int B, int T);
 void device_batch_free(DeviceBatch *db);
 
 // Queues the copies of a prepared, pinned host batch (inputs, targets,

@@ -8,11 +8,13 @@ AdamWConfig adamw_default_config(void) {
     return c;
 }
 
+float adamw_bias_correction(float beta, int t) { return 1.0f - powf(beta, (float)t); }
+
 void adamw_update(float *params, const float *grads, float *m, float *v, size_t n, float lr,
                   const AdamWConfig *cfg, int decay, int t) {
     const float b1 = cfg->beta1, b2 = cfg->beta2;
-    const float correction1 = 1.0f - powf(b1, (float)t);
-    const float correction2 = 1.0f - powf(b2, (float)t);
+    const float correction1 = adamw_bias_correction(b1, t);
+    const float correction2 = adamw_bias_correction(b2, t);
     const float wd = decay ? cfg->weight_decay : 0.0f;
     for (size_t i = 0; i < n; i++) {
         float g = grads[i];

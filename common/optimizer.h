@@ -12,6 +12,11 @@ typedef struct {
 
 AdamWConfig adamw_default_config(void);
 
+// 1 - beta^t, AdamW's bias correction at step t (1-based), in float as every
+// version computes it: the CPU's update and the GPU kernels' launchers all
+// call this one function, so that they all use the same bits.
+float adamw_bias_correction(float beta, int t);
+
 // One AdamW step over n values of one tensor, at step t (1-based: the bias
 // corrections use beta^t). m and v are the first and second moments, updated
 // in place. `decay` is 1 for tensors that take weight decay, 0 otherwise.

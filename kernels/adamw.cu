@@ -6,10 +6,11 @@
 #include "adamw.h"
 #include "reduce.cuh"
 #include "util.h"
+#include "adamw_clip.cuh"
 #include "vec.cuh"
 
 // One thread per value. The bias corrections are computed once, on the host,
-// exactly as optimizer.c computes them (powf on the CPU), and passed in.
+// by optimizer.c's adamw_bias_correction, and passed in.
 // Results can still differ from the CPU in the last bit: nvcc contracts
 // b1 * m + (1 - b1) * g into a fused multiply-add, which rounds once where
 // the CPU rounds twice.
@@ -34,15 +35,11 @@ __global__ void adamw_kernel_v1(floatX *params, float *master, const floatX *gra
     params[i] = f2x(p);
 }
 
-// 1 - beta^t, on the host, as optimizer.c computes it: every version's
-// launcher calls this one function, so that they all pass the same bits.
-static float bias_correction(float beta, int t) { return 1.0f - powf(beta, (float)t); }
-
 extern "C" void adamw_update_v1(const GpuContext *ctx, floatX *params, float *master,
                                 const floatX *grads, float *m, float *v, size_t n, float lr,
                                 const AdamWConfig *cfg, int decay, int t) {
-    const float correction1 = bias_correction(cfg->beta1, t);
-    const float correction2 = bias_correction(cfg->beta2, t);
+    const float correction1 = adamw_bias_correction(cfg->beta1, t);
+    const float correction2 = adamw_bias_correction(cfg->beta2, t);
     const float wd = decay ? cfg->weight_decay : 0.0f;
     const int threads = 256;
     adamw_kernel_v1<<<blocks_for(n, threads), threads, 0, ctx->stream>>>(
@@ -161,9 +158,10 @@ __global__ void adamw_begin_step_kernel_v2(AdamWStep *step, const float *norm, f
 
 extern "C" void adamw_begin_step_v2(const GpuContext *ctx, AdamWStep *step, const float *norm,
                                     float max_norm, int t, float lr, const AdamWConfig *cfg) {
+    const float correction1 = adamw_bias_correction(cfg->beta1, t);
+    const float correction2 = adamw_bias_correction(cfg->beta2, t);
     adamw_begin_step_kernel_v2<<<1, 1, 0, ctx->stream>>>(step, norm, max_norm, t, lr,
-                                                         bias_correction(cfg->beta1, t),
-                                                         bias_correction(cfg->beta2, t));
+                                                         correction1, correction2);
     gpu_check_launch(ctx, "adamw_begin_step_kernel_v2");
 }
 
@@ -184,12 +182,6 @@ extern "C" void adamw_tensors_v2(AdamWTensors *table, const size_t *sizes, const
 struct AdamWScalars {
     float lr, beta1, beta2, eps, wd, correction1, correction2, clip_factor;
 };
-
-// The gradient as chapters 03-08 handed it to adamw_kernel_v1: when
-// clipping, scaled in fp32 and rounded to floatX (they stored it so).
-__device__ __forceinline__ float clipped_grad(floatX g, float clip_factor) {
-    return clip_factor < 1.0f ? x2f(f2x(__fmul_rn(x2f(g), clip_factor))) : x2f(g);
-}
 
 // adamw_kernel_v1's arithmetic on one value, each rounding written out.
 // v1 leaves its products and sums to nvcc, which contracts some of them

@@ -5,6 +5,7 @@
 #include "adamw8bit.h"
 #include "quantize8.h"
 #include "reduce.cuh"
+#include "adamw_clip.cuh"
 #include "vec.cuh"
 
 #define ADAMW8BIT_THREADS 256
@@ -66,12 +67,6 @@ __device__ __forceinline__ void adamw_value(float g, float &m, float &v, float &
     p = __fsub_rn(p, __fmul_rn(a.lr, __fadd_rn(adam, __fmul_rn(a.wd, p))));
 }
 // ANCHOR_END: adamw8bit_value
-
-// The gradient as chapter 03's clipping leaves it in memory: when the factor
-// is below 1, scaled in fp32 and rounded to floatX.
-__device__ __forceinline__ float clipped_grad(floatX g, float clip_factor) {
-    return clip_factor < 1.0f ? x2f(f2x(__fmul_rn(x2f(g), clip_factor))) : x2f(g);
-}
 
 // A lane's 8 bytes of m or v: one 8-byte load or store.
 struct alignas(8) Bytes8 {
@@ -249,6 +244,11 @@ __global__ void __launch_bounds__(ADAMW8BIT_THREADS)
 }
 // ANCHOR_END: adamw8bit_kernel
 
+// Thread blocks per SM that the fused kernel is compiled for: four (64
+// registers a thread, a few spilled) rather than the two that its 93
+// registers would allow, because the kernel is latency-bound and needs the
+// warps: 1.47 ms at two, 1.21 at three, 1.16 at four on the H100
+// (results/h100/adamw8bit/occupancy_sweep.txt, which -D sets it for).
 #ifndef ADAMW8BIT_FUSED_MIN_BLOCKS
 #define ADAMW8BIT_FUSED_MIN_BLOCKS 4
 #endif
@@ -309,8 +309,8 @@ extern "C" void adamw8bit_update_v1(const GpuContext *ctx, floatX *params, float
                             cfg->beta2,
                             cfg->eps,
                             decay ? cfg->weight_decay : 0.0f,
-                            1.0f - powf(cfg->beta1, (float)t),
-                            1.0f - powf(cfg->beta2, (float)t)};
+                            adamw_bias_correction(cfg->beta1, t),
+                            adamw_bias_correction(cfg->beta2, t)};
     // One warp per block of values; at most 8 thread blocks per SM, each
     // warp then looping over several blocks of values.
     const size_t value_blocks = (n + Q8_BLOCK - 1) / Q8_BLOCK;
