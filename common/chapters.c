@@ -24,6 +24,7 @@ static const Chapter CHAPTERS[] = {
     {8, "08_data_workers", "Data workers", "bf16"},
     {9, "09_fused_optimizer", "Fused optimizer", "bf16"},
     {10, "10_8bit_optimizer", "8-bit optimizer", "bf16"},
+    {11, "11_last_mile", "The last mile", "bf16"},
 };
 
 typedef struct {
@@ -46,6 +47,11 @@ static const SwitchRow SWITCHES[] = {
     {{"fused-optimizer", 9, "any"}, offsetof(Optimizations, fused_optimizer)},
     // The optimizer's state: any build (its kernels are written for both).
     {{"adamw-8bit", 10, "any"}, offsetof(Optimizations, adamw_8bit)},
+    // Chapter 11 is two measured changes, each a switch of its own so that
+    // each can be turned off alone: the step replayed from a graph (any
+    // build), and each GEMM's kernel chosen by the clock (the bf16 build's).
+    {{"cuda-graphs", 11, "any"}, offsetof(Optimizations, cuda_graphs)},
+    {{"gemm-autotune", 11, "bf16"}, offsetof(Optimizations, gemm_autotune)},
 };
 // ANCHOR_END: chapter_table
 #define NUM_CHAPTERS ((int)(sizeof CHAPTERS / sizeof CHAPTERS[0]))
@@ -126,12 +132,25 @@ void apply_model_switches(const Optimizations *o, GPT2Config *cfg) {
 }
 // ANCHOR_END: apply_model_switches
 
+// A chapter's switches, comma-separated ("-" for none), into out (cap bytes).
+static void chapter_switch_names(int number, char *out, size_t cap) {
+    snprintf(out, cap, "-");
+    size_t used = 0;
+    for (int i = 0; i < NUM_SWITCHES; i++) {
+        if (SWITCHES[i].s.chapter != number) continue;
+        int n = snprintf(out + used, cap - used, "%s%s", used ? "," : "", SWITCHES[i].s.name);
+        if (n < 0 || (size_t)n >= cap - used) break;
+        used += (size_t)n;
+    }
+}
+
 void chapters_print_table(void) {
-    printf("chapter  precision  switch             title\n");
+    printf("chapter  precision  switch                     title\n");
     for (int i = 0; i < NUM_CHAPTERS; i++) {
-        const Switch *s = chapter_switch(CHAPTERS[i].number);
-        printf("%7d  %-9s  %-17s  %s\n", CHAPTERS[i].number, CHAPTERS[i].precision,
-               s ? s->name : "-", CHAPTERS[i].title);
+        char names[160];
+        chapter_switch_names(CHAPTERS[i].number, names, sizeof names);
+        printf("%7d  %-9s  %-25s  %s\n", CHAPTERS[i].number, CHAPTERS[i].precision, names,
+               CHAPTERS[i].title);
     }
 }
 

@@ -40,6 +40,8 @@ typedef struct {
     int data_workers;    // 08: batches read and checked on worker threads, copied on a stream of their own
     int fused_optimizer; // 09: one AdamW launch for every tensor, lr and step read from the device
     int adamw_8bit;      // 10: the weight matrices' AdamW moments in one byte each, block-wise
+    int cuda_graphs;     // 11: the step captured once as a CUDA graph, then replayed
+    int gemm_autotune;   // 11: each GEMM shape's cuBLASLt kernel picked by timing its candidates
 } Optimizations;
 
 typedef struct {
@@ -57,7 +59,8 @@ typedef struct {
 
 int chapter_count(void);
 const Chapter *chapter_get(int number);  // NULL when there is no such chapter
-// The switch that chapter `number` turns on; NULL for the baseline and for 02.
+// The (first) switch that chapter `number` turns on; NULL for the baseline and
+// for 02. Every chapter has one, but the last, which has two.
 const Switch *chapter_switch(int number);
 int switch_count(void);
 const Switch *switch_get(int i);         // i in [0, switch_count())
@@ -87,7 +90,8 @@ int optimizations_apply_flag(Optimizations *o, const char *flag, const char *pre
 // --padded-vocab and --tied still choose it).
 void apply_model_switches(const Optimizations *o, GPT2Config *cfg);
 
-// Prints the table (`--list-chapters`: chapter, precision, switch, title), and
+// Prints the table (`--list-chapters`: chapter, precision, switches (comma-
+// separated), title), and
 // one line with the switches' state.
 void chapters_print_table(void);
 void optimizations_print(const Optimizations *o);

@@ -195,13 +195,31 @@ void gpt2_gpu_init(GPT2Gpu *model, GpuContext *ctx, const GPT2Config *cfg, const
     model->device_bytes += sizeof(AdamWStep);
     model->adamw_step = gpu_malloc(sizeof(AdamWStep), "AdamW step values");
     adamw_tables(model);
+    model->micro_batches = 1;
+}
+
+void gpt2_gpu_set_schedule(GPT2Gpu *model, const LrSchedule *lr, const AdamWConfig *cfg,
+                           int steps, int steps_done, int micro_batches) {
+    if (!model->optim.fused_optimizer)
+        die("gpt2_gpu_set_schedule: the step's values from the device need the fused optimizer");
+    AdamWScheduleEntry *table = xmalloc((size_t)steps * sizeof *table);
+    adamw_schedule_build(table, steps, lr, cfg);
+    gpu_free(model->schedule);
+    model->schedule = gpu_malloc((size_t)steps * sizeof *table, "the lr and corrections of every step");
+    gpu_memcpy_sync(model->schedule, table, (size_t)steps * sizeof *table, cudaMemcpyHostToDevice);
+    free(table);
+    model->schedule_steps = steps;
+    model->micro_batches = micro_batches;
+    // The counter adamw_begin_step_v3 advances: AdamWStep.t, the last step taken.
+    AdamWStep step = {.t = steps_done};
+    gpu_memcpy_sync(model->adamw_step, &step, sizeof step, cudaMemcpyHostToDevice);
 }
 
 void gpt2_gpu_free(GPT2Gpu *model) {
     void *all[] = {model->params, model->grads,     model->m,       model->v,
                    model->master, model->scratch,   model->mean_loss, model->norm,
                    model->clip_factor, model->adamw_step, model->m_q, model->v_q,
-                   model->m_absmax, model->v_absmax};
+                   model->m_absmax, model->v_absmax, model->schedule};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) gpu_free(all[i]);
     device_batch_free(&model->own);
     activations_free(&model->acts);
@@ -474,7 +492,12 @@ float gpt2_gpu_read_loss(const GPT2Gpu *model) {
 
 // ---- backward --------------------------------------------------------------------
 
-void gpt2_gpu_backward(GPT2Gpu *model) {
+static void backward_pass(GPT2Gpu *model, int zero_grads);
+
+void gpt2_gpu_backward(GPT2Gpu *model) { backward_pass(model, 1); }
+void gpt2_gpu_backward_add(GPT2Gpu *model) { backward_pass(model, 0); }
+
+static void backward_pass(GPT2Gpu *model, int zero_grads) {
     const GPT2Config *c = &model->config;
     const int B = model->B, T = model->T;
     const int L = c->num_layers, NH = c->num_heads, C = c->channels;
@@ -490,8 +513,10 @@ void gpt2_gpu_backward(GPT2Gpu *model) {
     float *scratch = model->scratch;
 
     nvtxRangePushA("backward");
-    // The parameter gradients accumulate (gpu_ops.h): from zero, once a step.
-    gpu_zero(ctx, model->grads, model->num_params * sizeof(floatX), "memset (gradients)");
+    // The parameter gradients accumulate (gpu_ops.h): from zero, once a step
+    // (chapter 11's micro-batches after the first add to the ones before).
+    if (zero_grads)
+        gpu_zero(ctx, model->grads, model->num_params * sizeof(floatX), "memset (gradients)");
     if (ops->classifier_backward)
         ops->classifier_backward(ctx, d->logits, d->losses, a->probs, model->batch->targets, B, T, V, ld);
     ops->matmul_backward(ctx, d->lnf, lm_head_of(g, c), NULL, scratch, d->logits, a->lnf,
@@ -591,13 +616,17 @@ static float clip_then_adamw(GPT2Gpu *model, float lr, const AdamWConfig *cfg, f
 // clip factor is the device's even without sync avoidance, where the host
 // still reads the norm back, only to return it.
 static float adamw_fused_step(GPT2Gpu *model, float lr, const AdamWConfig *cfg, float max_norm,
-                              int t, const float *norm) {
+                              int t, float *norm) {
     const GpuContext *ctx = model->ctx;
     float host_norm = NAN;
     // ANCHOR: adamw_fused_call
     // The step's values (t, lr, the bias corrections, the clip factor from
     // the norm) go to device memory; the one update launch reads them there.
-    adamw_begin_step_v2(ctx, model->adamw_step, norm, max_norm, t, lr, cfg);
+    if (model->schedule)  // chapter 11: from the device's table (gpt2_gpu.h)
+        adamw_begin_step_v3(ctx, model->adamw_step, norm, max_norm,
+                            1.0f / (float)model->micro_batches, model->schedule);
+    else
+        adamw_begin_step_v2(ctx, model->adamw_step, norm, max_norm, t, lr, cfg);
     adamw_fused_v2(ctx, &model->adamw_tensors, model->params, model->master, model->grads,
                    model->m, model->v, model->adamw_step, cfg);
     // ANCHOR_END: adamw_fused_call
@@ -614,6 +643,9 @@ static float adamw_fused_step(GPT2Gpu *model, float lr, const AdamWConfig *cfg, 
 
 float gpt2_gpu_update(GPT2Gpu *model, float lr, const AdamWConfig *cfg, float max_norm, int t,
                       float *norm) {
+    if (model->schedule && t > model->schedule_steps)
+        die("gpt2_gpu_update: step %d is past the %d steps of the device's schedule", t,
+            model->schedule_steps);
     nvtxRangePushA("optimizer");
     grad_norm_v1(model->ctx, norm, model->scratch, model->grads, model->num_params);
     float host_norm = model->optim.fused_optimizer

@@ -106,6 +106,11 @@ typedef struct {
     AdamWStep *adamw_step;      // device: the step's lr, corrections, clip factor (chapter 09)
     AdamWTensors adamw_tensors; // host: the fp32-state tensors' table that adamw_fused_v2 takes
     AdamWTensors adamw8_tensors;// host: the 8-bit-state tensors' (chapter 10), blocks of 256
+    // Chapter 11 (gpt2_gpu_set_schedule): every step's lr and bias corrections
+    // on the device, and the micro-batches summed into each step.
+    AdamWScheduleEntry *schedule;  // device, schedule_steps entries (NULL: none)
+    int schedule_steps;
+    int micro_batches;
     size_t device_bytes;        // everything this model allocated
 } GPT2Gpu;
 
@@ -165,6 +170,9 @@ float gpt2_gpu_read_loss(const GPT2Gpu *model);  // model->mean_loss; waits for 
 // Zeroes the parameter gradients and fills them with d(mean loss)/d(params)
 // for the last forward, which must have been a GPT2_TRAIN one.
 void gpt2_gpu_backward(GPT2Gpu *model);
+// Chapter 11's gradient accumulation: the same, but added to the gradients
+// already there (the micro-batches after a step's first).
+void gpt2_gpu_backward_add(GPT2Gpu *model);
 
 // Clips the gradients to max_norm (<= 0: no clipping) and applies one AdamW
 // step at step t (1-based) and learning rate lr. The gradient norm before
@@ -182,8 +190,21 @@ void gpt2_gpu_backward(GPT2Gpu *model);
 // the device's either way. Chapter 10 (8-bit moments) adds a second launch,
 // adamw8bit_fused_v2, for the tensors whose moments are 8-bit (without the
 // fused switch, adamw8bit_update_v1 per such tensor).
+//
+// Chapter 11: once gpt2_gpu_set_schedule has run, the step's values come
+// from the device's table instead (adamw_begin_step_v3): lr and t are then
+// only checked against it, and no launch takes an argument that changes
+// from step to step, so the update can be captured in a CUDA graph.
 float gpt2_gpu_update(GPT2Gpu *model, float lr, const AdamWConfig *cfg, float max_norm, int t,
                       float *norm);
+
+// Chapter 11: uploads the lr and bias corrections of steps 1..steps
+// (adamw_schedule_build), sets the device's step counter to steps_done (the
+// steps already taken: a resumed run's), and records that each step sums
+// the gradients of micro_batches backward passes (their mean is what the
+// update uses). Needs the fused optimizer (chapter 09).
+void gpt2_gpu_set_schedule(GPT2Gpu *model, const LrSchedule *lr, const AdamWConfig *cfg,
+                           int steps, int steps_done, int micro_batches);
 
 // AdamW's moments to and from the host, in the model's layout (s->layout must
 // be model->adam: adam_state_alloc(s, &model->adam)).

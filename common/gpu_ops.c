@@ -162,6 +162,12 @@ GpuOps gpu_ops_select(const Optimizations *o, GpuContext *ctx) {
         ops.attention_forward = attention_forward_flash;
         ops.attention_backward = attention_backward_flash;
     }
+    // Chapter 11: a CUDA graph replays every launch as it was captured, so the
+    // embedding's backward pass may not size its grid from the batch's tokens
+    // (v2 reads their count on the device). And the largest kernels of the
+    // profile, the GEMMs: each shape's fastest among cuBLASLt's candidates.
+    if (o->cuda_graphs) ops.encoder_backward = encoder_backward_v2;
+    ctx->gemm_autotune = o->gemm_autotune;
     return ops;
 }
 // ANCHOR_END: gpu_ops_select

@@ -32,6 +32,9 @@ static int build_model(CpuTrainer *tr, char *err) {
 
 int cpu_trainer_init(CpuTrainer *tr, const TrainOptions *opt, char *err) {
     memset(tr, 0, sizeof(*tr));
+    if (opt->grad_accum != 1)
+        return fail(err, "--grad-accum: the GPU trainer's (chapter 11); the CPU reference "
+                         "takes one batch a step");
     tr->opt = *opt;
     rng_seed(&tr->sampler, opt->seed ^ 0x5A5A5A5Aull);
     if (open_data(opt, &tr->train, &tr->val, &tr->has_val, err)) return -1;

@@ -13,6 +13,7 @@
 // Every step prints its loss, time, throughput, TFLOP/s, MFU and where the
 // time went; --bench-csv appends the medians of a run to a CSV file.
 #include <errno.h>
+#include <math.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -261,6 +262,11 @@ static TrainOptions gpu_defaults(void) {
     return o;
 }
 
+// Chapter 11's --grad-accum: a step is that many (B,T) batches.
+static double tokens_per_step(const TrainOptions *opt) {
+    return (double)opt->B * opt->T * opt->grad_accum;
+}
+
 static int compare_doubles(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
@@ -281,17 +287,21 @@ static void write_bench_row(const GpuFlags *f, const GpuTrainer *tr, StepLog *lo
                             double flops_tok, double peak, double peak_mem_gib) {
     int skip = f->bench_warmup < log->n ? f->bench_warmup : 0, n = log->n - skip;
     double ms = median(log->ms + skip, n);
-    double tok_s = (double)tr->opt.B * tr->opt.T / (ms / 1e3);
+    double tok_s = tokens_per_step(&tr->opt) / (ms / 1e3);
     double tflops = flops_tok * tok_s / 1e12;
     FILE *fp = fopen(f->bench_csv, "a");
     if (!fp) die("%s: cannot open for appending", f->bench_csv);
     char label[32];
     snprintf(label, sizeof label, "ch%02d", f->chapter);
-    fprintf(fp, "%s,%d,%d,%d,%d,%.2f,%.0f,%.2f,%.4f,%.2f,%.2f,%.2f,%.2f,%.2f\n",
-            f->bench_label ? f->bench_label : label, f->chapter, tr->opt.B, tr->opt.T, n, ms,
-            tok_s, tflops, peak > 0 ? tflops / peak : 0.0, peak_mem_gib,
-            median(log->data + skip, n), median(log->fwd + skip, n), median(log->bwd + skip, n),
-            median(log->opt + skip, n));
+    // B is the step's sequences: --grad-accum's micro-batches together.
+    fprintf(fp, "%s,%d,%d,%d,%d,%.2f,%.0f,%.2f,%.4f,%.2f,%.2f,",
+            f->bench_label ? f->bench_label : label, f->chapter, tr->opt.B * tr->opt.grad_accum,
+            tr->opt.T, n, ms, tok_s, tflops, peak > 0 ? tflops / peak : 0.0, peak_mem_gib,
+            median(log->data + skip, n));
+    // The split by phase, empty where it was not measured (chapter 11).
+    if (isnan(log->fwd[skip])) fprintf(fp, ",,\n");
+    else fprintf(fp, "%.2f,%.2f,%.2f\n", median(log->fwd + skip, n), median(log->bwd + skip, n),
+                 median(log->opt + skip, n));
     fclose(fp);
     printf("bench: %s: median %.2f ms/step over %d steps, %.0f tok/s -> %s\n",
            f->bench_label ? f->bench_label : label, ms, n, tok_s, f->bench_csv);
@@ -345,14 +355,17 @@ static void report_steps(const GpuFlags *f, GpuTrainer *tr, Report *rep, StepLog
         log->n++;
         if (!tr->optim.sync_avoidance && s->step % opt->log_every != 0 && s->step != opt->steps)
             continue;
-        double tok_s = (double)opt->B * opt->T / (s->ms / 1e3);
+        double tok_s = tokens_per_step(opt) / (s->ms / 1e3);
         double tflops = rep->flops_tok * tok_s / 1e12;
         printf("step %5d/%d | loss %.4f | lr %.2e | norm %.3f | %.1f ms | %.0f tok/s | "
                "%.1f TFLOP/s",
                s->step, opt->steps, s->loss, s->lr, s->grad_norm, s->ms, tok_s, tflops);
         if (rep->peak > 0) printf(" | MFU %.1f%%", 100 * tflops / rep->peak);
-        printf(" | %.1f GiB | data %.1f fwd %.1f bwd %.1f opt %.1f ms\n", rep->peak_mem,
-               s->data_ms, s->forward_ms, s->backward_ms, s->optimizer_ms);
+        printf(" | %.1f GiB | data %.1f", rep->peak_mem, s->data_ms);
+        // Chapter 11's steps are not split by phase (train_gpu.h).
+        if (!isnan(s->forward_ms))
+            printf(" fwd %.1f bwd %.1f opt %.1f", s->forward_ms, s->backward_ms, s->optimizer_ms);
+        printf(" ms\n");
     }
     // ANCHOR: count_syncs_report
     if (f->count_syncs && n > 0) {
@@ -422,6 +435,9 @@ static int train(const GpuFlags *f, const TrainOptions *opt) {
            c->padded_vocab_size, count, tr.model.device_bytes / (double)(1 << 30));
     printf("batch: B=%d T=%d; %.1f GFLOP per token (6N + 12LCT)\n", opt->B, opt->T,
            flops_tok / 1e9);
+    if (opt->grad_accum > 1)
+        printf("batch: %d micro-batches of B=%d a step (--grad-accum): %d sequences\n",
+               opt->grad_accum, opt->B, opt->B * opt->grad_accum);
     if (f->memory) gpt2_gpu_print_memory(&tr.model, stdout);
     // --profile: the steps after the warm-up, kernel by kernel (profiler.h).
     GpuProfiler *prof = NULL;

@@ -8,7 +8,9 @@
 
 #include "gpt2_cpu.h"
 #include "model_shape.h"
+#include "profiler.h"
 #include "sampling.h"
+#include "softmax_crossentropy.h"
 #include "train_common.h"
 
 // ANCHOR: fit_to_switches
@@ -91,6 +93,18 @@ static int restore_state(GpuTrainer *tr, char *err) {
     return rc;
 }
 
+// What chapter 11's step needs of the chapters before it.
+static int check_step_switches(const TrainOptions *opt, const Optimizations *o, char *err) {
+    const char *flag = o->cuda_graphs ? "--cuda-graphs" : "--grad-accum";
+    if ((o->cuda_graphs || opt->grad_accum > 1) && !o->sync_avoidance)
+        return fail(err, "%s needs --sync-avoidance (chapter 03): its step reads its numbers "
+                         "back later, and a graph may not wait for the host inside a step", flag);
+    if ((o->cuda_graphs || opt->grad_accum > 1) && !o->fused_optimizer)
+        return fail(err, "%s needs --fused-optimizer (chapter 09): the per-tensor updates take "
+                         "the step's lr as an argument, not from the device", flag);
+    return 0;
+}
+
 // Everything a step uses is made here, before the first step: nothing is
 // allocated or freed inside one, since cudaMallocHost, cudaFreeHost and
 // cudaFree wait for the device, and so, at times, does cudaMalloc.
@@ -105,6 +119,7 @@ static void alloc_step_buffers(GpuTrainer *tr) {
     host_batch_init(&tr->eval_batch, B, T, V, 0);
     tr->step_scalars = gpu_malloc(2 * GPU_MAX_PENDING_STEPS * sizeof(float),
                                   "per-step losses and gradient norms");
+    tr->graph_scalars = gpu_malloc(2 * sizeof(float), "a replayed step's loss and norm");
     for (int i = 0; i < GPU_MAX_PENDING_STEPS; i++)
         for (int e = 0; e < 4; e++) CUDA_CHECK(cudaEventCreate(&tr->step_events[i][e]));
     if (async) loss_readback_init(&tr->readback, 2 * GPU_MAX_PENDING_STEPS);
@@ -119,6 +134,8 @@ static void free_step_buffers(GpuTrainer *tr) {
     }
     if (tr->eval_batch.inputs) host_batch_free(&tr->eval_batch);
     gpu_free(tr->step_scalars);
+    gpu_free(tr->graph_scalars);
+    step_graphs_free(&tr->graphs);
     for (int i = 0; i < GPU_MAX_PENDING_STEPS; i++)
         for (int e = 0; e < 4; e++)
             if (tr->step_events[i][e]) CUDA_CHECK(cudaEventDestroy(tr->step_events[i][e]));
@@ -128,6 +145,7 @@ static void free_step_buffers(GpuTrainer *tr) {
 int gpu_trainer_init(GpuTrainer *tr, const TrainOptions *opt, const Optimizations *optim,
                      char *err) {
     memset(tr, 0, sizeof(*tr));
+    if (check_step_switches(opt, optim, err)) return -1;
     tr->opt = *opt;
     tr->optim = *optim;
     rng_seed(&tr->sampler, opt->seed ^ 0x5A5A5A5Aull);
@@ -147,6 +165,10 @@ int gpu_trainer_init(GpuTrainer *tr, const TrainOptions *opt, const Optimization
         gpu_trainer_free(tr);
         return -1;
     }
+    // Chapter 11: every step's values on the device, from the step the run is at.
+    if (optim->cuda_graphs || opt->grad_accum > 1)
+        gpt2_gpu_set_schedule(&tr->model, &opt->lr, &opt->adamw, opt->steps, tr->step,
+                              opt->grad_accum);
     // Chapter 08: the workers start reading where the run is, after a resume's seek.
     if (optim->data_workers) {
         if (data_workers_start(&tr->workers, &tr->train, opt->B, opt->T, cfg.vocab_size,
@@ -208,7 +230,7 @@ static void drop_oldest_stats(GpuTrainer *tr) {
 // busy with step k-1.
 static int next_host_batch(GpuTrainer *tr) {
     if (!tr->optim.sync_avoidance) return 0;
-    const int b = tr->step % 2;
+    const int b = tr->batches_loaded % 2;
     // ANCHOR: wait_for_buffer
     // Done, or never recorded: the buffer is free. Else the host is two steps
     // ahead of the device, and waits (or an earlier kernel failed: the wait
@@ -223,11 +245,20 @@ static int next_host_batch(GpuTrainer *tr) {
 // from storage would take (--data-delay-us).
 static int read_batch(GpuTrainer *tr, HostBatch *hb, char *err) {
     if (dataloader_next(&tr->train, hb->inputs, hb->targets, err)) return -1;
+    tr->batches_loaded++;
     simulated_storage_delay(tr->opt.data_delay_us);
     return 0;
 }
 
+static int step_in_micro_batches(GpuTrainer *tr, GpuStepStats *s, char *err);
+
+// Chapter 11's step (step_in_micro_batches), with graphs or micro-batches.
+static int in_micro_batches(const GpuTrainer *tr) {
+    return tr->optim.cuda_graphs || tr->opt.grad_accum > 1;
+}
+
 int gpu_trainer_step(GpuTrainer *tr, GpuStepStats *s, char *err) {
+    if (in_micro_batches(tr)) return step_in_micro_batches(tr, s, err);
     GpuContext *ctx = &tr->ctx;
     GPT2Gpu *model = &tr->model;
     const TrainOptions *opt = &tr->opt;
@@ -288,6 +319,90 @@ int gpu_trainer_step(GpuTrainer *tr, GpuStepStats *s, char *err) {
     return 0;
 }
 
+// ---- chapter 11: micro-batches, and the step as a graph ---------------------------
+
+// The next training batch on the device: chapter 08's workers hand one over;
+// before them it is read here and uploaded (from pinned memory in turn).
+static int load_batch(GpuTrainer *tr, char *err) {
+    if (tr->optim.data_workers) return data_workers_feed(&tr->workers, &tr->model, err);
+    const int b = next_host_batch(tr);
+    if (read_batch(tr, &tr->batches[b], err)) return -1;
+    if (gpt2_gpu_upload_batch(&tr->model, &tr->batches[b], 1, tr->opt.B, tr->opt.T, err))
+        return -1;
+    CUDA_CHECK(cudaEventRecord(tr->copied[b], tr->ctx.stream));
+    return 0;
+}
+
+// One micro-batch's work, as the stream gets it, and what a graph records.
+typedef struct {
+    GpuTrainer *tr;
+    float *loss, *norm;  // the step's (device)
+    int first, last;     // of the step's micro-batches
+    float lr;
+    int t;
+} MicroStep;
+
+// ANCHOR: micro_step
+static void micro_step_work(void *arg) {
+    const MicroStep *m = arg;
+    GPT2Gpu *model = &m->tr->model;
+    const TrainOptions *opt = &m->tr->opt;
+    const int n = opt->grad_accum;
+    // One micro-batch: its mean loss is the step's. Several: each one's into
+    // the model's float, then into the step's mean, on the device.
+    float *loss = n == 1 ? m->loss : model->mean_loss;
+    gpt2_gpu_forward(model, GPT2_TRAIN, loss);
+    if (n > 1) loss_accumulate_v1(model->ctx, m->loss, loss, m->first, m->last ? n : 0);
+    // The gradients: from zero at the first micro-batch, added after it.
+    if (m->first) gpt2_gpu_backward(model);
+    else gpt2_gpu_backward_add(model);
+    if (m->last) gpt2_gpu_update(model, m->lr, &opt->adamw, opt->grad_clip, m->t, m->norm);
+}
+// ANCHOR_END: micro_step
+
+static int step_in_micro_batches(GpuTrainer *tr, GpuStepStats *s, char *err) {
+    GpuContext *ctx = &tr->ctx;
+    const int k = tr->pending, n = tr->opt.grad_accum;
+    if (k == GPU_MAX_PENDING_STEPS)
+        return fail(err, "%d steps are pending: gpu_trainer_read_stats must read them first", k);
+    const double start = now_ms();
+    if (k == 0) tr->interval_start = start;
+    *s = (GpuStepStats){.step = tr->step + 1, .lr = lr_at_step(&tr->opt.lr, tr->step),
+                        .loss = NAN, .grad_norm = NAN, .ms = NAN, .forward_ms = NAN,
+                        .backward_ms = NAN, .optimizer_ms = NAN};
+    cudaEvent_t *ev = tr->step_events[k];
+    float *loss = tr->step_scalars + 2 * k, *norm = loss + 1;
+    // ANCHOR: graph_step
+    // Replayed steps write their loss and norm to two fixed floats, copied
+    // to this step's after the replay. The profiler times kernels one by one:
+    // its steps run as they are.
+    const int graphs = tr->optim.cuda_graphs && tr->warmed_up && !gpu_profiling();
+    float *step_loss = graphs ? tr->graph_scalars : loss;
+    CUDA_CHECK(cudaEventRecord(ev[0], ctx->stream));
+    for (int i = 0; i < n; i++) {
+        const double before = now_ms();
+        if (load_batch(tr, err)) return -1;
+        s->data_ms += now_ms() - before;
+        MicroStep m = {tr, step_loss, step_loss + 1, i == 0, i == n - 1, s->lr, tr->step + 1};
+        if (graphs) {
+            StepGraphKey key = {tr->model.batch, m.first, m.last};
+            step_graphs_launch(&tr->graphs, ctx, key, micro_step_work, &m);
+        } else {
+            micro_step_work(&m);
+        }
+    }
+    if (graphs)
+        gpu_memcpy_async(ctx, loss, tr->graph_scalars, 2 * sizeof(float),
+                         cudaMemcpyDeviceToDevice, "copy (a replayed step's loss and norm)");
+    // ANCHOR_END: graph_step
+    (void)norm;
+    CUDA_CHECK(cudaEventRecord(ev[3], ctx->stream));  // no split by phase: see train_gpu.h
+    tr->step++;
+    tr->warmed_up = 1;
+    tr->pending_stats[tr->pending++] = *s;
+    return 0;
+}
+
 int gpu_trainer_pending(const GpuTrainer *tr) { return tr->pending; }
 
 int gpu_trainer_read_stats(GpuTrainer *tr, GpuStepStats *out) {
@@ -308,6 +423,7 @@ int gpu_trainer_read_stats(GpuTrainer *tr, GpuStepStats *out) {
         out[i].loss = values[2 * i];
         out[i].grad_norm = values[2 * i + 1];
         out[i].ms = ms;
+        if (in_micro_batches(tr)) continue;  // no split by phase (train_gpu.h)
         out[i].forward_ms = event_ms(ev[0], ev[1]);
         out[i].backward_ms = event_ms(ev[1], ev[2]);
         out[i].optimizer_ms = event_ms(ev[2], ev[3]);

@@ -10,6 +10,7 @@
 #include "encoder.h"
 #include "gpt2_gpu.h"
 #include "loss_readback.h"
+#include "step_graph.h"
 #include "train_options.h"
 #include "util.h"
 
@@ -55,6 +56,14 @@ typedef struct {
     float *step_scalars;        // device, 2 floats per pending step
     LossReadback readback;      // chapter 03: reads step_scalars back at gpu_trainer_read_stats
     double interval_start;      // wall clock (ms) when the first pending step began
+    int batches_loaded;         // training batches read so far by this run
+    // Chapter 11: the step's graphs (step_graph.h), and the two floats (loss,
+    // norm) a replayed step writes, copied to its step_scalars after it. The
+    // run's first step runs without a graph: it makes every GEMM's plan
+    // (cuBLASLt allocates and times then, which a capture may not do).
+    StepGraphs graphs;
+    float *graph_scalars;       // device, 2 floats
+    int warmed_up;
 } GpuTrainer;
 
 // Builds the model on the device (random init on the host from opt->seed,
@@ -64,7 +73,10 @@ int gpu_trainer_init(GpuTrainer *tr, const TrainOptions *opt, const Optimization
                      char *err);
 void gpu_trainer_free(GpuTrainer *tr);
 
-// One optimizer step: the same function for every chapter. Chapters 00-02
+// One optimizer step: the same function for every chapter. Chapter 11 runs
+// it as --grad-accum N micro-batches (1 by default), each replayed from a
+// CUDA graph with --cuda-graphs; the split by phase is then not measured
+// (forward_ms, backward_ms, optimizer_ms stay NaN). Chapters 00-02
 // wait for the device and return the step's numbers, complete, in *stats.
 // Chapter 03 (sync-avoidance) queues the step on the device and returns
 // without waiting: *stats then holds only what the host knows (step, lr,

@@ -19,6 +19,7 @@ TrainOptions train_options_default(void) {
     o.model = (GPT2Config){.max_seq_len = 64, .vocab_size = 50257, .padded_vocab_size = 50257,
                            .num_layers = 4, .num_heads = 4, .channels = 128, .tied = 0};
     o.data_threads = 2;
+    o.grad_accum = 1;
     o.B = 8;
     o.T = 64;
     o.steps = 100;
@@ -61,6 +62,9 @@ void train_options_usage(const char *program) {
         "training:\n"
         "  -b, --batch N         sequences per step (default %d)\n"
         "  -t, --seq-len N       tokens per sequence (default: the model's max)\n"
+        "  --grad-accum N        sum the gradients of N batches of -b sequences into each\n"
+        "                        step: a step of N*B sequences in the memory of B (GPU\n"
+        "                        trainer, --fused-optimizer; default 1)\n"
         "  --steps N             steps to train, in all: a resumed run continues to N\n"
         "                        (default %d)\n"
         "  --lr X                peak learning rate (default %g)\n"
@@ -204,6 +208,7 @@ static const FlagSpec FLAGS[] = {
     {"--init-from", NULL, FLAG_TEXT, FIELD(init_from), 0, 0, 0},
     {"--batch", "-b", FLAG_INT, FIELD(B), 1, MANY, GIVEN_BATCH},
     {"--seq-len", "-t", FLAG_INT, FIELD(T), 1, MANY, GIVEN_SEQ_LEN},
+    {"--grad-accum", NULL, FLAG_INT, FIELD(grad_accum), 1, 1024, 0},
     {"--steps", NULL, FLAG_INT, FIELD(steps), 1, MANY, GIVEN_STEPS},
     {"--lr", NULL, FLAG_FLOAT, FIELD(lr.max_lr), 0, 1e30, 0},
     {"--warmup", NULL, FLAG_INT, FIELD(lr.warmup_steps), 0, MANY, 0},

@@ -22,6 +22,7 @@ typedef struct {
     int data_threads;        // chapter 08's worker threads (--data-workers)
     // batch
     int B, T;
+    int grad_accum;          // micro-batches of (B,T) summed into each step (GPU, chapter 11)
     // optimization
     int steps;               // total steps; the schedule's length
     LrSchedule lr;

@@ -165,6 +165,34 @@ extern "C" void adamw_begin_step_v2(const GpuContext *ctx, AdamWStep *step, cons
     gpu_check_launch(ctx, "adamw_begin_step_kernel_v2");
 }
 
+// ANCHOR: adamw_begin_step_v3
+// Chapter 11: the same values, none of them an argument that changes per
+// step, so that a graph's replay of this launch is right for every step.
+__global__ void adamw_begin_step_kernel_v3(AdamWStep *step, float *norm, float max_norm,
+                                           float grad_scale,
+                                           const AdamWScheduleEntry *schedule) {
+    const int t = step->t + 1;
+    const AdamWScheduleEntry e = schedule[t - 1];
+    step->t = t;
+    step->lr = e.lr;
+    step->correction1 = e.correction1;
+    step->correction2 = e.correction2;
+    // Gradients summed over N micro-batches: the norm and the update are the
+    // mean's. grad_scale = 1 changes no bit.
+    const float mean_norm = grad_scale == 1.0f ? *norm : *norm * grad_scale;
+    *norm = mean_norm;
+    step->clip_factor = grad_clip_factor_device(mean_norm, max_norm) * grad_scale;
+}
+// ANCHOR_END: adamw_begin_step_v3
+
+extern "C" void adamw_begin_step_v3(const GpuContext *ctx, AdamWStep *step, float *norm,
+                                    float max_norm, float grad_scale,
+                                    const AdamWScheduleEntry *schedule) {
+    adamw_begin_step_kernel_v3<<<1, 1, 0, ctx->stream>>>(step, norm, max_norm, grad_scale,
+                                                         schedule);
+    gpu_check_launch(ctx, "adamw_begin_step_kernel_v3");
+}
+
 #define ADAMW_FUSED_THREADS 256
 // Values per block: one Vec (VEC_X values) per thread.
 #define ADAMW_FUSED_BLOCK_VALUES ((size_t)ADAMW_FUSED_THREADS * VEC_X)

@@ -14,7 +14,8 @@
 extern "C" {
 #endif
 
-#include "adamw_table.h"  // AdamWTensors; C headers, hence inside the C block
+#include "adamw_schedule.h"  // AdamWScheduleEntry; C headers, hence inside the C block
+#include "adamw_table.h"     // AdamWTensors
 #include "optimizer.h"    // AdamWConfig
 
 // One AdamW step over n values of one tensor, at step t (1-based), as
@@ -88,6 +89,19 @@ typedef struct {
 // the place of grad_clip_factor_v1.
 void adamw_begin_step_v2(const GpuContext *ctx, AdamWStep *step, const float *norm,
                          float max_norm, int t, float lr, const AdamWConfig *cfg);
+
+// ---- chapter 11: the step's values from a table on the device -----------------------
+
+// adamw_begin_step_v2 without arguments that change from step to step, for a
+// CUDA graph: the step counter is step->t itself, advanced on the device (the
+// host sets it once: the steps already taken); lr and the corrections come
+// from schedule[t - 1] (device memory, adamw_schedule.h's table). With
+// gradients summed over N micro-batches (grad_scale = 1/N; 1 otherwise), the
+// norm of their mean is *norm * grad_scale, written back to *norm, the clip
+// factor is computed from it, and the update's factor is the clip factor times
+// grad_scale. With grad_scale = 1 every value has the bits of v2's.
+void adamw_begin_step_v3(const GpuContext *ctx, AdamWStep *step, float *norm, float max_norm,
+                         float grad_scale, const AdamWScheduleEntry *schedule);
 
 // The fused kernel's values per block: 256 threads of one 16-byte vector of
 // floatX each (2048 in bf16, 1024 in fp32).

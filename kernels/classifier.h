@@ -8,8 +8,9 @@
 // each of those is 1.6 GB of bf16. Here one block per row reads its logits,
 // takes the row's max and sum of exponentials in one pass (the "online"
 // softmax: the sum is rescaled whenever the max grows), computes the loss,
-// and in a second pass over the same row (from L2, mostly: the rows in
-// flight fit in it) writes d(mean loss)/d(logit) in place of each logit:
+// and in a second pass over the same row (v2: from L2 where the row is
+// still there; v3: from shared memory) writes d(mean loss)/d(logit) in
+// place of each logit:
 //   dlogit_j = (softmax_j - [j == target]) / (B*T).
 // No probabilities are stored anywhere, and dlogits need no buffer of their
 // own: the logits are dead once the loss is known.
@@ -35,6 +36,18 @@ extern "C" {
 // [V, ld) by 0. `probs` is unused (the slot's signature, gpu_ops.h, has it
 // for the eager classifier). The mean is loss_mean_v1's fixed-order sum.
 void classifier_fused_v2(const GpuContext *ctx, float *losses, float *mean_loss, floatX *logits,
+                         floatX *probs, const int32_t *targets, int B, int T, int V, int ld,
+                         int write_dlogits);
+
+// Chapter 11: v2 with each row kept in shared memory between its passes,
+// so that pass 2 never goes back to L2 or, where L2 has lost the row, to
+// DRAM: the logits are read once. The same contract, shapes and results as
+// v2, bit for bit. A row of ld floatX must fit one block's shared memory
+// (227 KB on the H100: rows of 50304 do, in both builds); wider rows, and
+// loss-only calls (write_dlogits == 0: no pass 2), run v2 itself. Measured
+// on an H100 at B=16, it pays in fp32 (10% faster) but not in bf16 (4%
+// slower), whose rows L2 mostly keeps: classifier.cu.
+void classifier_fused_v3(const GpuContext *ctx, float *losses, float *mean_loss, floatX *logits,
                          floatX *probs, const int32_t *targets, int B, int T, int V, int ld,
                          int write_dlogits);
 

@@ -29,7 +29,7 @@ extern "C" void encoder_forward_v1(const GpuContext *ctx, floatX *out, const int
 }
 
 // ---- buckets ----------------------------------------------------------------
-extern "C" size_t encoder_buckets_ints(int BT) { return 3 * (size_t)BT + 1; }
+extern "C" size_t encoder_buckets_ints(int BT) { return 3 * (size_t)BT + 2; }
 
 extern "C" void encoder_buckets_init(EncoderBuckets *eb, int BT, int V) {
     eb->BT = BT;
@@ -85,6 +85,7 @@ extern "C" int encoder_buckets_build(EncoderBuckets *eb, const int32_t *tokens, 
     // the order in which the CPU reference adds them.
     for (int i = 0; i < BT; i++) positions[cursor[tokens[i]]++] = i;
     eb->num_buckets = nb;
+    eb->packed[3 * BT + 1] = nb;  // for the device (encoder_backward_v2)
     return 0;
 }
 
@@ -109,21 +110,24 @@ __global__ void encoder_backward_wpe_kernel_v1(floatX *dwpe, const floatX *dout,
     dwpe[i] = f2x(acc);
 }
 
-// blockIdx.x picks a token's bucket, the threads span channels: the thread
-// that owns dwte[token,c] adds that token's positions one after another, so
-// no other thread ever writes its element and no atomics are needed. The sum
-// is an fp32 register, stored (rounded to floatX) once.
-__global__ void encoder_backward_wte_kernel_v1(floatX *dwte, const floatX *dout,
-                                               const int32_t *packed, int BT, int C) {
-    const int bucket = blockIdx.x;
-    const int c = blockIdx.y * blockDim.x + threadIdx.x;
-    if (c >= C) return;
+// The thread that owns dwte[token,c] adds that token's positions one after
+// another, so no other thread ever writes its element and no atomics are
+// needed. The sum is an fp32 register, stored (rounded to floatX) once.
+__device__ inline void add_bucket(floatX *dwte, const floatX *dout, const int32_t *packed, int BT,
+                                  int C, int bucket, int c) {
     const int32_t *token_of = packed, *start = packed + BT, *positions = packed + 2 * BT + 1;
     floatX *row = dwte + (size_t)token_of[bucket] * C;
     float acc = x2f(row[c]);
     for (int p = start[bucket]; p < start[bucket + 1]; p++)
         acc += x2f(dout[(size_t)positions[p] * C + c]);
     row[c] = f2x(acc);
+}
+
+// blockIdx.x picks a token's bucket, the threads span channels.
+__global__ void encoder_backward_wte_kernel_v1(floatX *dwte, const floatX *dout,
+                                               const int32_t *packed, int BT, int C) {
+    const int c = blockIdx.y * blockDim.x + threadIdx.x;
+    if (c < C) add_bucket(dwte, dout, packed, BT, C, blockIdx.x, c);
 }
 
 extern "C" void encoder_backward_v1(const GpuContext *ctx, floatX *dwte, floatX *dwpe,
@@ -138,4 +142,38 @@ extern "C" void encoder_backward_v1(const GpuContext *ctx, floatX *dwte, floatX 
     encoder_backward_wte_kernel_v1<<<grid, threads, 0, ctx->stream>>>(dwte, dout, d_packed, B * T,
                                                                       C);
     gpu_check_launch(ctx, "encoder_backward_wte_kernel_v1");
+}
+
+// ---- chapter 11: a grid that does not depend on the tokens ----------------------
+// ANCHOR: encoder_backward_v2
+// v1's grid has one block per bucket, a number the host knows from the batch:
+// a CUDA graph would replay the first batch's grid for every batch. Here the
+// grid is fixed (a few blocks per SM), each block strides over the buckets,
+// and the number of buckets is read on the device, from the packed array
+// itself ([3BT + 1]). Each element gets the same sum in the same order: the
+// same bits as v1.
+__global__ void encoder_backward_wte_kernel_v2(floatX *dwte, const floatX *dout,
+                                               const int32_t *packed, int BT, int C) {
+    const int c = blockIdx.y * blockDim.x + threadIdx.x;
+    if (c >= C) return;
+    const int num_buckets = packed[3 * BT + 1];
+    for (int bucket = blockIdx.x; bucket < num_buckets; bucket += gridDim.x)
+        add_bucket(dwte, dout, packed, BT, C, bucket, c);
+}
+// ANCHOR_END: encoder_backward_v2
+
+extern "C" void encoder_backward_v2(const GpuContext *ctx, floatX *dwte, floatX *dwpe,
+                                    const floatX *dout, const int32_t *d_packed, int num_buckets,
+                                    int B, int T, int C) {
+    (void)num_buckets;  // read on the device
+    const int threads = 256;
+    encoder_backward_wpe_kernel_v1<<<blocks_for((size_t)T * C, threads), threads, 0,
+                                     ctx->stream>>>(dwpe, dout, B, T, C);
+    gpu_check_launch(ctx, "encoder_backward_wpe_kernel_v1");
+    const int per_sm = 8, most = B * T;
+    const int blocks = ctx->sm_count * per_sm < most ? ctx->sm_count * per_sm : most;
+    dim3 grid(blocks, blocks_for(C, threads));
+    encoder_backward_wte_kernel_v2<<<grid, threads, 0, ctx->stream>>>(dwte, dout, d_packed, B * T,
+                                                                      C);
+    gpu_check_launch(ctx, "encoder_backward_wte_kernel_v2");
 }

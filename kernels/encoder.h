@@ -32,13 +32,14 @@ void encoder_forward_v1(const GpuContext *ctx, floatX *out, const int32_t *token
                         const floatX *wte, const floatX *wpe, int B, int T, int C);
 
 // ---- positions grouped by token (host side) ----------------------------------
-// The packed array, in int32, for BT = B*T positions (3*BT + 1 ints), the form
+// The packed array, in int32, for BT = B*T positions (3*BT + 2 ints), the form
 // in which it is copied to the device in one transfer:
 //   [0, nb)               token of bucket i, ascending (nb = num_buckets <= BT)
 //   [BT, BT + nb]         start of bucket i in the positions below; bucket i
 //                         holds positions [start[i], start[i+1])
 //   [2BT+1, 3BT+1)        the positions b*T+t, grouped by token, ascending
 //                         within each token
+//   [3BT+1]               nb, for kernels that read it on the device
 typedef struct {
     int BT, V;
     int num_buckets;   // distinct tokens in the last batch built
@@ -71,6 +72,12 @@ void encoder_buckets_upload(const GpuContext *ctx, int32_t *d_packed, const Enco
 // d_packed and num_buckets come from encoder_buckets_build/upload for this
 // batch's tokens (B*T == eb->BT).
 void encoder_backward_v1(const GpuContext *ctx, floatX *dwte, floatX *dwpe, const floatX *dout,
+                         const int32_t *d_packed, int num_buckets, int B, int T, int C);
+
+// Chapter 11: the same sums (the same bits), on a grid fixed by the GPU and
+// the batch's shape: num_buckets is ignored and read from d_packed on the
+// device, so that a CUDA graph captured with one batch is right for the next.
+void encoder_backward_v2(const GpuContext *ctx, floatX *dwte, floatX *dwpe, const floatX *dout,
                          const int32_t *d_packed, int num_buckets, int B, int T, int C);
 
 #ifdef __cplusplus

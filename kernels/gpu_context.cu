@@ -54,6 +54,7 @@ extern "C" void gpu_context_init(GpuContext *ctx, int device) {
     CUBLAS_CHECK(cublasSetAtomicsMode(ctx->cublas, CUBLAS_ATOMICS_NOT_ALLOWED));
     ctx->sync_after_launch = 1;
     ctx->tensor_cores = 0;
+    ctx->gemm_autotune = 0;
 }
 
 extern "C" void gpu_context_free(GpuContext *ctx) {

@@ -39,10 +39,15 @@ typedef struct {
     // (chapter 01). Read at every GEMM by gpu_gemm_compute_type(). The bf16
     // build ignores it: bf16 GEMMs always run on the tensor cores.
     int tensor_cores;
+    // Chapter 11: each cuBLASLt GEMM shape picks its algorithm by timing the
+    // heuristic's candidates once, on its first call (matmul_lt.h), instead
+    // of taking the heuristic's first. Read when a shape's plan is made.
+    int gemm_autotune;
 } GpuContext;
 
 // Binds the context to `device`, creates its stream and cuBLAS handle, and
-// sets chapter 00's launch settings: sync_after_launch = 1, tensor_cores = 0.
+// sets chapter 00's launch settings: sync_after_launch = 1, tensor_cores = 0,
+// gemm_autotune = 0.
 void gpu_context_init(GpuContext *ctx, int device);
 void gpu_context_free(GpuContext *ctx);
 

@@ -1,5 +1,6 @@
 // matmul_lt.cu: see matmul_lt.h.
 #include <cublasLt.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -10,6 +11,8 @@
 
 #define WORKSPACE_BYTES (32u << 20)
 #define MAX_PLANS 128
+// Chapter 11: how many of the heuristic's kernels a shape's first call times.
+#define AUTOTUNE_CANDIDATES 8
 
 // Everything that selects a plan. Pointers are not part of it, only their
 // alignments: the bias and aux pointers are set on the descriptor per call.
@@ -20,13 +23,19 @@ typedef struct {
     int aux_ld;           // GELU's saved input, its leading dimension (0: none)
     int align_a, align_b, align_c;  // bytes, a power of two up to 256
     cublasComputeType_t compute;
+    int autotune;         // ctx->gemm_autotune when the plan was made
 } PlanKey;
 
 typedef struct {
     PlanKey key;
     cublasLtMatmulDesc_t desc;
     cublasLtMatrixLayout_t a, b, c;
-    cublasLtMatmulAlgo_t algo;
+    cublasLtMatmulAlgo_t algo;  // the one every call runs
+    // The heuristic's candidates that add in the same order as its first
+    // (adds_in_order), timed by the first call when key.autotune is set.
+    cublasLtMatmulAlgo_t candidates[AUTOTUNE_CANDIDATES];
+    int num_candidates;
+    int tuned;
 } Plan;
 
 static struct {
@@ -51,6 +60,20 @@ static void set_desc(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t attr
                      const void *value, size_t size) {
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(d, attr, value, size));
 }
+
+// ANCHOR: adds_in_order
+// A kernel that does not split the K dimension: each output's products are
+// added in one chain, k ascending, 16 at a time by the tensor cores, whatever
+// the tile's M and N. Every such kernel computes the same bits (the tests
+// check it); one that splits K adds partial sums in another order.
+static int adds_in_order(const cublasLtMatmulAlgo_t *algo) {
+    int splits = 1;
+    size_t written = 0;
+    CUBLAS_CHECK(cublasLtMatmulAlgoConfigGetAttribute(algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM,
+                                                      &splits, sizeof splits, &written));
+    return splits <= 1;
+}
+// ANCHOR_END: adds_in_order
 
 static void make_plan(Plan *plan, const PlanKey *k) {
     plan->key = *k;
@@ -85,17 +108,22 @@ static void make_plan(Plan *plan, const PlanKey *k) {
     for (int i = 0; i < 4; i++)
         CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, align_attr[i], &align[i],
                                                           sizeof align[i]));
-    cublasLtMatmulHeuristicResult_t result;
+    cublasLtMatmulHeuristicResult_t results[AUTOTUNE_CANDIDATES];
     int found = 0;
     CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(lt.handle, plan->desc, plan->a, plan->b, plan->c,
-                                                plan->c, pref, 1, &result, &found));
+                                                plan->c, pref, k->autotune ? AUTOTUNE_CANDIDATES : 1,
+                                                results, &found));
     CUBLAS_CHECK(cublasLtMatmulPreferenceDestroy(pref));
     if (found == 0)
         die("matmul_v2: cuBLASLt has no algorithm for m=%d n=%d k=%d (ld %d %d %d, epilogue %d, "
             "alignments %d %d %d)",
             k->m, k->n, k->k, k->lda, k->ldb, k->ldc, k->epilogue, k->align_a, k->align_b,
             k->align_c);
-    plan->algo = result.algo;
+    plan->algo = results[0].algo;
+    plan->num_candidates = 0;
+    if (!adds_in_order(&results[0].algo)) return;  // nothing to pick that keeps its bits
+    for (int i = 0; i < found; i++)
+        if (adds_in_order(&results[i].algo)) plan->candidates[plan->num_candidates++] = results[i].algo;
 }
 
 // A key for D (m x n) = op(A) (m x k) op(B) (k x n), column-major, with no
@@ -125,15 +153,78 @@ static Plan *plan_for(const PlanKey *k) {
     return plan;
 }
 
+// ---- chapter 11: the kernel picked by the clock -------------------------------------
+// ANCHOR: autotune
+// cuBLASLt's heuristic ranks its kernels for a shape from a model of the GPU,
+// without running them. Its first choice is good, not always the fastest: on
+// the H100 another of its first eight is up to 15% faster for some of GPT-2's
+// GEMMs (the kernel lab's sweep). So the first call of a shape runs each
+// candidate that adds in order (adds_in_order: the same bits as the first) a
+// few times, on the call's own operands, and keeps the fastest for good. The
+// trial runs write D and the epilogue's outputs, which the real call then
+// overwrites; a GEMM that accumulates into D (beta = 1) has D saved first and
+// put back after. The timing waits for the device: once per shape, in the
+// first step, never inside a CUDA graph's capture (the heuristic's first
+// choice stays then).
+static float time_candidate(const GpuContext *ctx, Plan *plan, const cublasLtMatmulAlgo_t *algo,
+                            const floatX *A, const floatX *B, float beta, floatX *D,
+                            cudaEvent_t start, cudaEvent_t stop) {
+    const float alpha = 1.0f;
+    const int runs = 3;
+    for (int r = 0; r <= runs; r++) {
+        if (r == 1) CUDA_CHECK(cudaEventRecord(start, ctx->stream));  // after one warm-up run
+        CUBLAS_CHECK(cublasLtMatmul(lt.handle, plan->desc, &alpha, A, plan->a, B, plan->b, &beta,
+                                    D, plan->c, D, plan->c, algo, lt.workspace, WORKSPACE_BYTES,
+                                    ctx->stream));
+    }
+    CUDA_CHECK(cudaEventRecord(stop, ctx->stream));
+    gpu_event_sync(stop, "a GEMM candidate's trial runs");
+    float ms;
+    CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+    return ms / runs;
+}
+
+static void autotune(const GpuContext *ctx, Plan *plan, const floatX *A, const floatX *B,
+                     float beta, floatX *D) {
+    plan->tuned = 1;
+    cudaStreamCaptureStatus capturing;
+    CUDA_CHECK(cudaStreamIsCapturing(ctx->stream, &capturing));
+    if (capturing != cudaStreamCaptureStatusNone || plan->num_candidates < 2) return;
+    const size_t d_bytes = (size_t)plan->key.ldc * plan->key.n * sizeof(floatX);
+    floatX *saved = NULL;
+    if (beta != 0.0f) {
+        saved = (floatX *)gpu_malloc(d_bytes, "a GEMM's output, saved while its kernels are timed");
+        CUDA_CHECK(cudaMemcpyAsync(saved, D, d_bytes, cudaMemcpyDeviceToDevice, ctx->stream));
+    }
+    cudaEvent_t start, stop;
+    CUDA_CHECK(cudaEventCreate(&start));
+    CUDA_CHECK(cudaEventCreate(&stop));
+    float best = INFINITY;
+    for (int i = 0; i < plan->num_candidates; i++) {
+        const float ms = time_candidate(ctx, plan, &plan->candidates[i], A, B, beta, D, start, stop);
+        if (ms < best) best = ms, plan->algo = plan->candidates[i];
+    }
+    CUDA_CHECK(cudaEventDestroy(start));
+    CUDA_CHECK(cudaEventDestroy(stop));
+    if (saved) {
+        CUDA_CHECK(cudaMemcpyAsync(D, saved, d_bytes, cudaMemcpyDeviceToDevice, ctx->stream));
+        gpu_stream_sync(ctx, "a GEMM's output put back after timing");
+        gpu_free(saved);
+    }
+}
+// ANCHOR_END: autotune
+
 // D = op(A) op(B) (+ beta D), column-major, with the epilogue of the key;
 // bias and aux are the epilogue's vectors (or NULL).
 static void lt_gemm(const GpuContext *ctx, PlanKey key, const floatX *A, const floatX *B,
                     float beta, floatX *D, const void *bias, const void *aux, const char *what) {
     key.align_a = alignment_of(A), key.align_b = alignment_of(B), key.align_c = alignment_of(D);
     key.compute = gpu_gemm_compute_type(ctx);
+    key.autotune = ctx->gemm_autotune;
     Plan *plan = plan_for(&key);
     if (bias) set_desc(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias);
     if (aux) set_desc(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof aux);
+    if (key.autotune && !plan->tuned) autotune(ctx, plan, A, B, beta, D);
     const float alpha = 1.0f;
     CUBLAS_CHECK(cublasLtMatmul(lt.handle, plan->desc, &alpha, A, plan->a, B, plan->b, &beta, D,
                                 plan->c, D, plan->c, &plan->algo, lt.workspace, WORKSPACE_BYTES,

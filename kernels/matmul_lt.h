@@ -25,6 +25,11 @@
 // time it runs; every later call reuses them from a cache (a model runs a
 // handful of shapes thousands of times). The workspace is 32 MiB, allocated
 // once.
+//
+// Chapter 11 (ctx->gemm_autotune): the algorithm is instead the fastest of the
+// heuristic's first eight that do not split K, timed on the first call's own
+// operands (matmul_lt.cu, autotune). Those kernels add each output's products
+// in the same order, so the choice changes the time, not the bits.
 #ifndef MATMUL_LT_H
 #define MATMUL_LT_H
 

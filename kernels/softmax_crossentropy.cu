@@ -95,6 +95,19 @@ extern "C" void loss_mean_v1(const GpuContext *ctx, float *mean_loss, const floa
     gpu_check_launch(ctx, "loss_mean_kernel_v1");
 }
 
+// One thread: a handful of floats a step.
+__global__ void loss_accumulate_kernel_v1(float *step_loss, const float *micro_loss, int first,
+                                          int num_micro) {
+    float sum = first ? *micro_loss : *step_loss + *micro_loss;
+    *step_loss = num_micro > 0 ? sum / (float)num_micro : sum;
+}
+
+extern "C" void loss_accumulate_v1(const GpuContext *ctx, float *step_loss,
+                                   const float *micro_loss, int first, int num_micro) {
+    loss_accumulate_kernel_v1<<<1, 1, 0, ctx->stream>>>(step_loss, micro_loss, first, num_micro);
+    gpu_check_launch(ctx, "loss_accumulate_kernel_v1");
+}
+
 __global__ void fill_kernel_v1(float *x, float value, int n) {
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) x[i] = value;

@@ -40,6 +40,13 @@ void crossentropy_forward_v1(const GpuContext *ctx, float *losses, const floatX 
 // one block in a fixed order, so it is the same on every run.
 void loss_mean_v1(const GpuContext *ctx, float *mean_loss, const float *losses, int B, int T);
 
+// Chapter 11's gradient accumulation: the step's loss as the mean of its
+// micro-batches' mean losses (one float each, device), on the device: the
+// first sets *step_loss, the others add to it, in order, and the last
+// (num_micro > 0) divides the sum by num_micro.
+void loss_accumulate_v1(const GpuContext *ctx, float *step_loss, const float *micro_loss,
+                        int first, int num_micro);
+
 // dlosses[i] = 1 / (B*T) for every position: the gradient of the mean loss,
 // as the CPU reference seeds its backward pass.
 void dlosses_fill_v1(const GpuContext *ctx, float *dlosses, int B, int T);

@@ -14,19 +14,21 @@
 #
 # Settings (environment variables): B (16), T (1024), STEPS (25: 5 warm-up +
 # 20 timed), LARGE_B (32: a second, larger batch where memory allows),
+# HEAD_B (64: the batch of the headline rows, the last chapter and PyTorch's
+# best recipe side by side, and of chapter 11's micro-batch row),
 # TRAINER_FP32 (build/train_gpt2_fp32), TRAINER_BF16 (build/train_gpt2_bf16),
 # PYTHON (python3), CHAPTERS (every chapter of the table), PYTORCH (1: also
 # PyTorch's rows; 0: ours only), PROFILE_STEPS (5).
 #
 # OURS (1: our rows and profiles; 0: PyTorch's only), EXTRAS (1: the ablations and the
-# larger batch too), APPEND (1: add the rows to an existing results.csv and keep its
+# larger batch too; last: only those of the last chapter; 0: none), APPEND (1: add the rows to an existing results.csv and keep its
 # environment.txt: a bench split over two sessions of one machine).
 #
 # Each chapter runs in the trainer built for its precision: the chapter
 # table (--list-chapters: chapter, precision, switch, title) says which.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-B=${B:-16} T=${T:-1024} STEPS=${STEPS:-25} WARMUP=${WARMUP:-5} LARGE_B=${LARGE_B:-32}
+B=${B:-16} T=${T:-1024} STEPS=${STEPS:-25} WARMUP=${WARMUP:-5} LARGE_B=${LARGE_B:-32} HEAD_B=${HEAD_B:-64}
 TRAINER_FP32=${TRAINER_FP32:-build/train_gpt2_fp32} TRAINER_BF16=${TRAINER_BF16:-build/train_gpt2_bf16}
 PYTHON=${PYTHON:-python3} PYTORCH=${PYTORCH:-1} PROFILE_STEPS=${PROFILE_STEPS:-5}
 EXTRAS=${EXTRAS:-1} OURS=${OURS:-1} APPEND=${APPEND:-0}
@@ -87,7 +89,7 @@ profile() {  # chapter
 }
 
 pytorch() {  # label, batch, mode
-  [ "$PYTORCH" = 1 ] || return 0
+  [ "$PYTORCH" = 1 ] || { [ "$PYTORCH" = best ] && [ "$3" = compile-bf16-flash ]; } || return 0
   echo "== $1 (B=$2) =="
   $PYTHON tools/pytorch_reference.py bench --mode "$3" --B "$2" --T "$T" \
     --steps $((STEPS - WARMUP)) --warmup "$WARMUP" --label "$1" --out-csv "$csv.torch" \
@@ -96,7 +98,7 @@ pytorch() {  # label, batch, mode
 
 chapters=${CHAPTERS:-$(echo "$table" | awk 'NR > 1 {print $1}')}
 # An appended session says so in environment.txt: its rows are another run's.
-[ "$APPEND" = 1 ] && echo "appended: $(date -u +%Y-%m-%dT%H:%M:%SZ), commit ${COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}: chapters $(echo $chapters)$([ "$OURS" = 1 ] && echo ' and their profiles')$([ "$PYTORCH" = 1 ] && echo ', PyTorch rows')" >> "$out/environment.txt"
+[ "$APPEND" = 1 ] && echo "appended: $(date -u +%Y-%m-%dT%H:%M:%SZ), commit ${COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}: chapters $(echo $chapters)$([ "$OURS" = 1 ] && echo ' and their profiles')$([ "$PYTORCH" != 0 ] && echo ", PyTorch rows ($PYTORCH)")" >> "$out/environment.txt"
 last=$(echo "$table" | awk 'NR > 1 {print $1}' | tail -1)
 [ "$OURS" = 1 ] && for ch in $chapters; do ours "ch$(printf %02d "$ch")" "$B" "$ch"; done
 [ "$OURS" = 1 ] && for ch in $chapters; do profile "$ch"; done
@@ -105,8 +107,12 @@ last=$(echo "$table" | awk 'NR > 1 {print $1}' | tail -1)
 # bf16, is a build, not a switch (its ablation is the fp32 chapters' rows),
 # and tensor-cores (TF32) means nothing to bf16 GEMMs.
 last_prec=$(echo "$table" | awk -v ch="$last" 'NR > 1 && $1 == ch {print $2}')
-[ "$EXTRAS" = 1 ] && [ "$OURS" = 1 ] && for sw in $(echo "$table" | awk -v p="$last_prec" 'NR > 1 && $3 != "-" && $2 == p {print $3}'); do
-  ours "ch$(printf %02d "$last")-no-$sw" "$B" "$last" "--no-$sw"
+# (A chapter's switches are comma-separated in the table: the last has two.)
+# Chapter 11's graphs need sync avoidance and the fused optimizer (train_gpu.c):
+# those two are turned off with the graphs.
+[ "$EXTRAS" != 0 ] && [ "$OURS" = 1 ] && for sw in $(echo "$table" | awk -v p="$last_prec" 'NR > 1 && $3 != "-" && $2 == p {print $3}' | tr , '\n'); do
+  case $sw in sync-avoidance|fused-optimizer) also=--no-cuda-graphs ;; *) also= ;; esac
+  ours "ch$(printf %02d "$last")-no-$sw" "$B" "$last" "--no-$sw" $also
 done
 pytorch pytorch-eager-fp32 "$B" eager-fp32
 pytorch pytorch-eager-tf32 "$B" eager-tf32
@@ -129,10 +135,19 @@ if [ "$EXTRAS" = 1 ]; then
     ours "ch00-B$LARGE_B" "$LARGE_B" 0
     ours "ch03-B$LARGE_B" "$LARGE_B" 3
     ours "ch03-no-sync-avoidance" "$B" 3 --no-sync-avoidance
-    ours "ch$(printf %02d "$last")-B$LARGE_B" "$LARGE_B" "$last"
   fi
   pytorch "pytorch-eager-fp32-B$LARGE_B" "$LARGE_B" eager-fp32
 fi
+[ "$EXTRAS" != 0 ] && [ "$OURS" = 1 ] && ours "ch$(printf %02d "$last")-B$LARGE_B" "$LARGE_B" "$last"
+
+# The headline: the last chapter and PyTorch's best recipe at HEAD_B, in
+# this run, side by side; and the same step of HEAD_B sequences made of
+# micro-batches of B (--grad-accum), in the memory of B.
+if [ "$OURS" = 1 ]; then
+  ours "ch$(printf %02d "$last")-B$HEAD_B" "$HEAD_B" "$last"
+  [ "$EXTRAS" != 0 ] && ours "ch$(printf %02d "$last")-B${B}x$((HEAD_B / B))" "$B" "$last" --grad-accum $((HEAD_B / B))
+fi
+pytorch "pytorch-compile-bf16-flash-B$HEAD_B" "$HEAD_B" compile-bf16-flash
 
 # PyTorch's rows, without their own header line.
 [ -f "$csv.torch" ] && grep -v '^label,' "$csv.torch" >> "$csv" && rm -f "$csv.torch"

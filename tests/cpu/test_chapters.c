@@ -10,8 +10,9 @@
 
 // Every switch belongs to a chapter that exists, which runs in a build the
 // switch means something in; every chapter but the baseline and 02 (a
-// build) has exactly one switch; and chapter N's optimizations are chapter
-// N-1's with that one switch turned on.
+// build) has a switch, exactly one before the last chapter (whose two
+// changes are measured one by one); and chapter N's optimizations are
+// chapter N-1's with its switches turned on.
 Test(chapters, the_switch_table_matches_the_chapters) {
     for (int i = 0; i < switch_count(); i++) {
         const Switch *s = switch_get(i);
@@ -20,7 +21,8 @@ Test(chapters, the_switch_table_matches_the_chapters) {
         cr_assert(!strcmp(s->precision, "any") || !strcmp(s->precision, ch->precision),
                   "switch %s (%s) belongs to chapter %d, which runs in %s", s->name,
                   s->precision, s->chapter, ch->precision);
-        cr_assert(chapter_switch(s->chapter) == s, "chapter %d has two switches", s->chapter);
+        if (s->chapter < chapter_count() - 1)
+            cr_assert(chapter_switch(s->chapter) == s, "chapter %d has two switches", s->chapter);
     }
     cr_assert(switch_get(switch_count()) == NULL);
     for (int n = 0; n < chapter_count(); n++) {
@@ -32,7 +34,7 @@ Test(chapters, the_switch_table_matches_the_chapters) {
             const Switch *t = switch_get(i);
             int want = t->chapter <= n;
             cr_assert_eq(switch_value(&now, t), want, "chapter %d: switch %s", n, t->name);
-            if (t != s) cr_assert_eq(switch_value(&before, t), switch_value(&now, t));
+            if (t->chapter != n) cr_assert_eq(switch_value(&before, t), switch_value(&now, t));
         }
     }
 }

@@ -135,3 +135,41 @@ Test(kernels_matmul_lt, padding_columns_are_zero) {
                       out[r * ld + j]);
     free(out);
 }
+
+// ---- chapter 11: autotuned plans ---------------------------------------------------
+// The same GEMMs with ctx->gemm_autotune on: the kernel picked by timing
+// adds in the heuristic's order (matmul_lt.h), so every output has the
+// first's bits, including dweight and dbias, which accumulate onto values
+// the trial runs must leave as they found them. GPT-2's MLP shapes at a
+// small batch, where cuBLASLt offers several candidates.
+static void run_mlp_gemms(int autotune, float *outs[5]) {
+    enum { B = 4, T = 256, C = 768, OC = 3072 };
+    const size_t BT = (size_t)B * T, NI = BT * C, NO = BT * OC, NW = (size_t)OC * C;
+    Rng rng;
+    rng_seed(&rng, 42);
+    float *inp = gt_random_x(NI, -1, 1, &rng), *w = gt_random_x(NW, -1, 1, &rng);
+    float *bias = gt_random_x(OC, -1, 1, &rng), *dout = gt_random_x(NO, -1, 1, &rng);
+    float *dw0 = gt_random_x(NW, -1, 1, &rng), *db0 = gt_random_x(OC, -1, 1, &rng);
+    floatX *d_inp = gt_upload_x(inp, NI), *d_w = gt_upload_x(w, NW);
+    floatX *d_out = gt_device_poisoned_x(NO), *d_pre = gt_device_poisoned_x(NO);
+    floatX *d_dinp = gt_device_poisoned_x(NI), *d_dw = gt_upload_x(dw0, NW);
+    floatX *d_db = gt_upload_x(db0, OC);
+    float *scratch = gt_device_alloc(matmul_backward_v2_scratch_floats(OC) * sizeof(float), "s");
+    gt_ctx.gemm_autotune = autotune;
+    matmul_forward_v2(&gt_ctx, d_out, d_pre, d_inp, d_w, gt_upload_x(bias, OC), B, T, C, OC, OC);
+    matmul_backward_v2(&gt_ctx, d_dinp, d_dw, d_db, scratch, gt_upload_x(dout, NO), d_inp, d_w,
+                       NULL, B, T, C, OC, OC);
+    gt_ctx.gemm_autotune = 0;
+    outs[0] = gt_download_x(d_out, NO), outs[1] = gt_download_x(d_pre, NO);
+    outs[2] = gt_download_x(d_dinp, NI), outs[3] = gt_download_x(d_dw, NW);
+    outs[4] = gt_download_x(d_db, OC);
+}
+
+Test(kernels_matmul_lt, autotuned_plans_compute_the_same_bits) {
+    const size_t n[5] = {4 * 256 * 3072, 4 * 256 * 3072, 4 * 256 * 768, 3072 * 768, 3072};
+    const char *names[5] = {"gelu(out)", "pre_gelu", "dinp", "dweight (+=)", "dbias (+=)"};
+    float *plain[5], *tuned[5];
+    run_mlp_gemms(0, plain);
+    run_mlp_gemms(1, tuned);
+    for (int i = 0; i < 5; i++) gt_assert_identical(names[i], tuned[i], plain[i], n[i]);
+}

@@ -687,6 +687,81 @@ Test(model, bf16_is_deterministic) {
     for (int chapter = first_chapter(); chapter < chapter_count(); chapter++)
         check_deterministic(chapter);
 }
+
+// ---- chapter 11: gradient accumulation -----------------------------------------------
+// One step over a batch of B sequences in two micro-batches of B/2, their
+// gradients summed (gpt2_gpu_backward_add) and the update told so
+// (gpt2_gpu_set_schedule: micro_batches = 2), against one step over the
+// whole batch, from the same weights. The mean of the two micro-batches'
+// mean losses is the batch's mean loss; their summed gradient, halved, is the
+// batch's gradient but for bf16 roundings (each micro-batch's gradient is
+// rounded to bf16, then their sum once more), so the checks are the bf16
+// chapter-to-chapter ones: each gradient tensor by direction and size, then
+// three steps' losses and the change of the weights.
+static float accumulated_step(GPT2Gpu *gpu, const int32_t *x, const int32_t *y) {
+    char err[ERR_LEN];
+    const int half = B / 2;
+    float loss = 0;
+    for (int k = 0; k < 2; k++) {
+        const size_t at = (size_t)k * half * T;
+        cr_assert(gpt2_gpu_forward_tokens(gpu, x + at, y + at, half, T, GPT2_TRAIN, err) == 0,
+                  "%s", err);
+        loss += gpt2_gpu_read_loss(gpu) / 2;
+        if (k == 0) gpt2_gpu_backward(gpu);
+        else gpt2_gpu_backward_add(gpu);
+    }
+    return loss;
+}
+
+Test(model, gradient_accumulation_matches_one_batch) {
+    enum { STEPS_HERE = 3 };
+    GPT2Config cfg = tiny(1, 1);
+    GPT2Cpu cpu;
+    GPT2Gpu one, two;
+    make_models_of(&cfg, &cpu, &one, 9);  // chapter 09: the fused update the schedule needs
+    Optimizations o = chapter_optimizations(9);
+    gpt2_gpu_init(&two, &gt_ctx, &cfg, cpu.params, B, T, &o);
+    AdamWConfig adamw = adamw_default_config();
+    adamw.eps = 1e-6f;
+    const LrSchedule lr = {.max_lr = 1e-3f, .min_lr_fraction = 1.0f, .warmup_steps = 0,
+                           .total_steps = STEPS_HERE};
+    gpt2_gpu_set_schedule(&one, &lr, &adamw, STEPS_HERE, 0, 1);
+    gpt2_gpu_set_schedule(&two, &lr, &adamw, STEPS_HERE, 0, 2);
+    const size_t n = one.num_params;
+    float *g1 = xmalloc(n * sizeof(float)), *g2 = xmalloc(n * sizeof(float));
+    int32_t x[B * T], y[B * T];
+    char what[96];
+    for (int step = 1; step <= STEPS_HERE; step++) {
+        random_batch(x, y, cfg.vocab_size, 300 + step);
+        float l1 = gpu_forward_backward(&one, x, y), l2 = accumulated_step(&two, x, y);
+        snprintf(what, sizeof what, "loss at step %d, two micro-batches vs one batch", step);
+        gt_compare(what, &l2, &l1, 1, TOL_GPU_LOSS_BF16);
+        if (step == 1) {  // the same weights still: the gradients themselves
+            gpt2_gpu_download_floatx(one.grads, g1, n);
+            gpt2_gpu_download_floatx(two.grads, g2, n);
+            for (size_t i = 0; i < n; i++) g2[i] /= 2;
+            assert_gradients_agree(g2, two.param_sizes, g1, one.param_sizes,
+                                   "two micro-batches (sum / 2) vs one batch");
+        }
+        gpt2_gpu_update(&one, 1e-3f, &adamw, 1.0f, step, one.norm);
+        gpt2_gpu_update(&two, 1e-3f, &adamw, 1.0f, step, two.norm);
+        float norm1, norm2;  // the norm of the mean gradient, in both
+        gpu_memcpy_sync(&norm1, one.norm, sizeof(float), cudaMemcpyDeviceToHost);
+        gpu_memcpy_sync(&norm2, two.norm, sizeof(float), cudaMemcpyDeviceToHost);
+        snprintf(what, sizeof what, "gradient norm at step %d", step);
+        gt_compare(what, &norm2, &norm1, 1, TOL_GRAD_NORM_RATIO);
+    }
+    gpt2_gpu_get_params(&one, g1);
+    gpt2_gpu_get_params(&two, g2);
+    for (size_t i = 0; i < n; i++) g1[i] -= cpu.params[i], g2[i] -= cpu.params[i];
+    assert_cosine("change of all weights, two micro-batches vs one batch", g2, g1, n,
+                  TOL_GPU_ADAMW_STEPS_COSINE_BF16);
+    assert_norm_ratio("change of all weights, two micro-batches vs one batch", g2, g1, n);
+    free(g1), free(g2);
+    gpt2_gpu_free(&one);
+    gpt2_gpu_free(&two);
+    gpt2_cpu_free(&cpu);
+}
 #endif
 
 Test(model, rejects_out_of_range_tokens) {

@@ -366,3 +366,66 @@ Test(gpu_training_bf16, chapter_09_checkpoint_resumes_in_chapter_10_and_back) {
     check_resumes_across(chapter_optimizations(9), chapter_optimizations(10));
     check_resumes_across(chapter_optimizations(10), chapter_optimizations(9));
 }
+
+// ---- chapter 11: the last mile -------------------------------------------------------
+
+// Chapter 11 changes how the step is launched (a graph) and which GEMM
+// kernels run (the same bits: matmul_lt.h): both against chapter 10, bit for
+// bit, at the three clips, with the data workers' two device batches in turn
+// (sync_parity.h).
+Test(gpu_training_bf16, chapter_11_is_bit_identical_to_chapter_10) {
+    sp_check_switch(chapter_optimizations(10), chapter_optimizations(11), "chapter 11", NULL);
+}
+
+// The first step runs as it is (it makes the GEMMs' plans); after it, each
+// of the two device batches gets its graph, captured once and replayed.
+Test(gpu_training_bf16, chapter_11_replays_a_graph_per_device_batch) {
+    TrainOptions o = tiny_train_options(8);
+    Optimizations optim = chapter_optimizations(11);
+    GpuTrainer tr;
+    char err[ERR_LEN];
+    cr_assert(gpu_trainer_init(&tr, &o, &optim, err) == 0, "%s", err);
+    gpu_steps(&tr, 1, NULL);
+    cr_assert_eq(tr.graphs.captures, 0, "the first step is not captured");
+    gpu_steps(&tr, 7, NULL);
+    cr_assert_eq(tr.graphs.captures, 2, "steps 2-8: one graph per device batch, got %d",
+                 tr.graphs.captures);
+    gpu_trainer_free(&tr);
+}
+
+// --grad-accum 3: three micro-batches a step (first, middle, last: each its
+// own graph per device batch) replayed from graphs, against the same steps
+// launched one kernel at a time: bit for bit.
+Test(gpu_training_bf16, chapter_11_accumulates_the_same_bits_with_graphs) {
+    enum { N = 5 };
+    const int read_each[] = {1, 2, 3, 4, 5}, read_once[] = {5};
+    TrainOptions o = tiny_train_options(N);
+    o.grad_accum = 3;
+    Optimizations on = chapter_optimizations(11), off = on;
+    off.cuda_graphs = 0;
+    SpRun a, b;
+    sp_run(&a, &o, off, N, read_each, 0);
+    sp_run(&b, &o, on, N, read_once, 0);
+    sp_assert_identical(&b, &a, "--grad-accum 3, graphs on vs off");
+    cr_assert(a.loss[N - 1] < a.loss[0], "the loss did not fall");
+    sp_free(&a), sp_free(&b);
+}
+
+// What chapter 11's step needs of the chapters before it, refused by name.
+Test(gpu_training_bf16, chapter_11_refuses_what_a_graph_cannot_replay) {
+    TrainOptions o = tiny_train_options(2);
+    GpuTrainer tr;
+    char err[ERR_LEN] = "";
+    Optimizations no_fused = chapter_optimizations(11);
+    no_fused.fused_optimizer = 0;
+    cr_assert_eq(gpu_trainer_init(&tr, &o, &no_fused, err), -1);
+    cr_assert(strstr(err, "--cuda-graphs") && strstr(err, "--fused-optimizer"), "got: %s", err);
+    Optimizations no_async = chapter_optimizations(11);
+    no_async.sync_avoidance = 0;
+    cr_assert_eq(gpu_trainer_init(&tr, &o, &no_async, err), -1);
+    cr_assert(strstr(err, "--sync-avoidance"), "got: %s", err);
+    o.grad_accum = 2;
+    Optimizations ch08 = chapter_optimizations(8);
+    cr_assert_eq(gpu_trainer_init(&tr, &o, &ch08, err), -1);
+    cr_assert(strstr(err, "--grad-accum") && strstr(err, "--fused-optimizer"), "got: %s", err);
+}

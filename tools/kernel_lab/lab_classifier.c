@@ -75,6 +75,29 @@ static void classifier_fused(Lab *lab, void *p) {
                         a->V, a->ld, 1);
 }
 
+// Chapter 11's: the same, each row kept in shared memory between the passes.
+static void classifier_fused_v3_lab(Lab *lab, void *p) {
+    Args *a = p;
+    classifier_fused_v3(&lab->ctx, a->losses, a->mean, a->padded, NULL, a->targets, a->B, a->T,
+                        a->V, a->ld, 1);
+}
+
+// A fused classifier's error on `a` (run once, on logits not yet overwritten):
+// its losses and its dlogits, the padding left out, against the CPU's.
+static double fused_error(Lab *lab, Args *a, void (*run)(Lab *lab, void *args),
+                          const float *losses, const float *dlogits) {
+    const size_t BT = (size_t)a->B * a->T, N = BT * a->V;
+    run(lab, a);
+    float *g_losses = lab_download_f32(lab, a->losses, BT);
+    float *g_padded = lab_download_x(lab, a->padded, BT * a->ld);
+    float *g_dlogits = xmalloc(N * sizeof(float));
+    for (size_t r = 0; r < BT; r++)
+        memcpy(g_dlogits + r * a->V, g_padded + r * a->ld, (size_t)a->V * sizeof(float));
+    const double error = fmax(lab_error(g_losses, losses, BT), lab_error(g_dlogits, dlogits, N));
+    free(g_losses), free(g_padded), free(g_dlogits);
+    return error;
+}
+
 static const struct {
     const char *family, *version;
     int chapter;
@@ -86,6 +109,7 @@ static const struct {
     {"crossentropy_softmax_backward", "v1", 0, backward, 1, 1},
     {"classifier", "v1 eager", 0, classifier_eager, 1, 1},
     {"classifier", "v2 fused", 4, classifier_fused, 1, 1},
+    {"classifier", "v3 row in smem", 11, classifier_fused_v3_lab, 1, 1},
 };
 
 void lab_classifier(Lab *lab) {
@@ -105,18 +129,14 @@ void lab_classifier(Lab *lab) {
     float *g_probs = lab_download_x(lab, check.probs, N);
     float *g_losses = lab_download_f32(lab, check.losses, BT);
     float *g_dlogits = lab_download_x(lab, check.dlogits, N);
-    classifier_fused(lab, &check);
-    float *g_fused_losses = lab_download_f32(lab, check.losses, BT);
-    float *g_padded = lab_download_x(lab, check.padded, BT * check.ld);
-    float *g_fused = xmalloc(N * sizeof(float));
-    for (size_t r = 0; r < BT; r++)
-        memcpy(g_fused + r * V, g_padded + r * check.ld, (size_t)V * sizeof(float));
+    // Each fused version writes over its logits: v3 gets a fresh copy.
+    Args check3 = upload(lab, B, T, V, logits, targets);
     const double errors[] = {
         lab_error(g_probs, probs, N), lab_error(g_losses, losses, BT),
         lab_error(g_dlogits, dlogits, N),
         fmax(lab_error(g_losses, losses, BT), lab_error(g_dlogits, dlogits, N)),
-        fmax(lab_error(g_fused_losses, losses, BT), lab_error(g_fused, dlogits, N))};
-    free(g_fused_losses), free(g_padded), free(g_fused);
+        fused_error(lab, &check, classifier_fused, losses, dlogits),
+        fused_error(lab, &check3, classifier_fused_v3_lab, losses, dlogits)};
     // Timed: 124M's B*T = 16384 rows of 50257.
     const size_t TBT = (size_t)LAB_B * LAB_T, TN = TBT * V;
     float *tlogits = lab_random_x(lab, TN, -6, 6);

@@ -19,6 +19,7 @@ static const struct {
     EncoderBackward bwd;
 } VERSIONS[] = {
     {"v1", 0, encoder_forward_v1, encoder_backward_v1},
+    {"v2 fixed grid", 11, encoder_forward_v1, encoder_backward_v2},
 };
 
 typedef struct {
@@ -79,6 +80,9 @@ void lab_encoder(Lab *lab) {
     const double x = sizeof(floatX);
     for (size_t i = 0; i < sizeof VERSIONS / sizeof VERSIONS[0]; i++) {
         check.version = timed.version = (int)i;
+        // The gradients accumulate: each version's check starts from zero.
+        CUDA_CHECK(cudaMemset(check.dwte, 0, (size_t)V * C * sizeof(floatX)));
+        CUDA_CHECK(cudaMemset(check.dwpe, 0, (size_t)T * C * sizeof(floatX)));
         run_forward(lab, &check);
         run_backward(lab, &check);
         float *g_out = lab_download_x(lab, check.out, N);

@@ -14,21 +14,24 @@
 // The versions are the model's slots (gpu_ops.h) of the chapter that brought
 // them: chapter 00's eager composition (cuBLAS, then a bias kernel, then a
 // GELU kernel; a memset before a backward GEMM that accumulates) and chapter
-// 04's cuBLASLt GEMMs with their epilogues.
+// 04's cuBLASLt GEMMs with their epilogues; then chapter 11's, the same
+// GEMMs with each shape's kernel picked by timing cuBLASLt's candidates.
 typedef struct {
     const char *name;
     int chapter;       // whose gpu_ops_select fills the slots
     int tensor_cores;  // the context's switch (fp32 build: chapter 01's TF32)
+    int autotune;      // the context's gemm_autotune (chapter 11)
 } Version;
 
 static const Version VERSIONS[] = {
 #ifndef PRECISION_BF16
-    {"v1 fp32", 0, 0},
-    {"v1 tf32", 1, 1},
-    {"v2 lt tf32", 4, 1},  // chapter 04's kernels, compiled in the fp32 build too
+    {"v1 fp32", 0, 0, 0},
+    {"v1 tf32", 1, 1, 0},
+    {"v2 lt tf32", 4, 1, 0},  // chapter 04's kernels, compiled in the fp32 build too
 #else
-    {"v1", 2, 1},
-    {"v2 lt", 4, 1},
+    {"v1", 2, 1, 0},
+    {"v2 lt", 4, 1, 0},
+    {"v2 lt autotuned", 11, 1, 1},
 #endif
 };
 
@@ -88,6 +91,7 @@ static Args upload(Lab *lab, int B, int T, int C, int OC, int ld, int with_bias,
 static void run_forward(Lab *lab, void *p) {
     Args *a = p;
     lab->ctx.tensor_cores = a->v->tensor_cores;
+    lab->ctx.gemm_autotune = a->v->autotune;
     a->ops.matmul_forward(&lab->ctx, a->out, a->pre, a->inp, a->w, a->bias, a->B, a->T, a->C,
                           a->OC, a->ld);
 }
@@ -95,6 +99,7 @@ static void run_forward(Lab *lab, void *p) {
 static void run_backward(Lab *lab, void *p) {
     Args *a = p;
     lab->ctx.tensor_cores = a->v->tensor_cores;
+    lab->ctx.gemm_autotune = a->v->autotune;
     a->ops.matmul_backward(&lab->ctx, a->dinp, a->dw, a->db, a->scratch, a->dout, a->inp, a->w,
                            a->pre_in, a->B, a->T, a->C, a->OC, a->ld);
 }
