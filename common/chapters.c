@@ -47,11 +47,13 @@ static const SwitchRow SWITCHES[] = {
     {{"fused-optimizer", 9, "any"}, offsetof(Optimizations, fused_optimizer)},
     // The optimizer's state: any build (its kernels are written for both).
     {{"adamw-8bit", 10, "any"}, offsetof(Optimizations, adamw_8bit)},
-    // Chapter 11 is two measured changes, each a switch of its own so that
+    // Chapter 11 is three measured changes, each a switch of its own so that
     // each can be turned off alone: the step replayed from a graph (any
-    // build), and each GEMM's kernel chosen by the clock (the bf16 build's).
+    // build), each GEMM's kernel chosen by the clock, and the layernorm's
+    // parameter gradients retuned (the bf16 build's).
     {{"cuda-graphs", 11, "any"}, offsetof(Optimizations, cuda_graphs)},
     {{"gemm-autotune", 11, "bf16"}, offsetof(Optimizations, gemm_autotune)},
+    {{"tuned-layernorm", 11, "bf16"}, offsetof(Optimizations, tuned_layernorm)},
 };
 // ANCHOR_END: chapter_table
 #define NUM_CHAPTERS ((int)(sizeof CHAPTERS / sizeof CHAPTERS[0]))
@@ -145,11 +147,11 @@ static void chapter_switch_names(int number, char *out, size_t cap) {
 }
 
 void chapters_print_table(void) {
-    printf("chapter  precision  switch                     title\n");
+    printf("chapter  precision  switch                                     title\n");
     for (int i = 0; i < NUM_CHAPTERS; i++) {
         char names[160];
         chapter_switch_names(CHAPTERS[i].number, names, sizeof names);
-        printf("%7d  %-9s  %-25s  %s\n", CHAPTERS[i].number, CHAPTERS[i].precision, names,
+        printf("%7d  %-9s  %-41s  %s\n", CHAPTERS[i].number, CHAPTERS[i].precision, names,
                CHAPTERS[i].title);
     }
 }

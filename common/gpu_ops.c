@@ -164,10 +164,13 @@ GpuOps gpu_ops_select(const Optimizations *o, GpuContext *ctx) {
     }
     // Chapter 11: a CUDA graph replays every launch as it was captured, so the
     // embedding's backward pass may not size its grid from the batch's tokens
-    // (v2 reads their count on the device). And the largest kernels of the
-    // profile, the GEMMs: each shape's fastest among cuBLASLt's candidates.
+    // (v2 reads their count on the device). Then what the profile pointed at:
+    // the GEMMs, each shape's fastest among cuBLASLt's candidates, and the
+    // layernorm backward's parameter gradients, whose kernels left most of
+    // the GPU idle.
     if (o->cuda_graphs) ops.encoder_backward = encoder_backward_v2;
     ctx->gemm_autotune = o->gemm_autotune;
+    if (o->tuned_layernorm) ops.layernorm_backward = layernorm_backward_v3;
     return ops;
 }
 // ANCHOR_END: gpu_ops_select

@@ -215,3 +215,102 @@ extern "C" void layernorm_backward_v2(const GpuContext *ctx, floatX *dinp, float
     // consecutive channels of a row, and which were never the slow part.
     launch_param_grads(ctx, dweight, dbias, scratch, dout, inp, mean, rstd, BT, C);
 }
+
+// ---- chapter 11: the parameter gradients, tuned by the profile ----------------------
+// ANCHOR: layernorm_params_v2
+// v1's column sums, the same float operations in the same order, read 16
+// bytes at a time: a thread owns VEC_X consecutive channels instead of one,
+// and still adds every 8th row of the chunk, then the 8 row lanes in order.
+// v1's warps read 64 bytes of a row, 2 a thread, and the kernel took half
+// again the time its bytes need (the profile: 101 us a call at B=64).
+__global__ void layernorm_backward_params_partial_kernel_v2(float *partial_dw, float *partial_db,
+                                                            const floatX *dout,
+                                                            const floatX *inp, const float *mean,
+                                                            const float *rstd, int BT, int C) {
+    __shared__ float sum_dw[LN_ROW_LANES][LN_COLS * VEC_X], sum_db[LN_ROW_LANES][LN_COLS * VEC_X];
+    const int x = threadIdx.x * VEC_X;                   // the thread's first channel in the block
+    const int c = blockIdx.x * LN_COLS * VEC_X + x;      // ...and in the row
+    const int chunk = blockIdx.y;
+    const int row_end = min(BT, (chunk + 1) * LN_ROWS_PER_CHUNK);
+    float dw[VEC_X], db[VEC_X];
+    for (int k = 0; k < VEC_X; k++) dw[k] = 0.0f, db[k] = 0.0f;
+    if (c < C) {
+        for (int r = chunk * LN_ROWS_PER_CHUNK + threadIdx.y; r < row_end; r += LN_ROW_LANES) {
+            const Vec vdy = load_vec(dout + (size_t)r * C + c), vx = load_vec(inp + (size_t)r * C + c);
+            const float m = mean[r], s = rstd[r];
+            for (int k = 0; k < VEC_X; k++) {
+                float dy = x2f(vdy.x[k]);
+                float xhat = (x2f(vx.x[k]) - m) * s;
+                dw[k] += xhat * dy;
+                db[k] += dy;
+            }
+        }
+    }
+    for (int k = 0; k < VEC_X; k++) {
+        sum_dw[threadIdx.y][x + k] = dw[k];
+        sum_db[threadIdx.y][x + k] = db[k];
+    }
+    __syncthreads();
+    if (threadIdx.y != 0 || c >= C) return;
+    for (int k = 0; k < VEC_X; k++) {
+        for (int lane = 1; lane < LN_ROW_LANES; lane++) {
+            dw[k] += sum_dw[lane][x + k];
+            db[k] += sum_db[lane][x + k];
+        }
+        partial_dw[(size_t)chunk * C + c + k] = dw[k];
+        partial_db[(size_t)chunk * C + c + k] = db[k];
+    }
+}
+
+// v1's reduce is one thread per channel, 768 threads: three blocks on three
+// of the H100's 132 SMs, each thread adding 512 partials one after another
+// at B=64, every load waited for before the next add (39 us a call). The
+// order of the adds is the bits, so it stays; what changes is the waiting:
+// dw and db get threads of their own, and the loads are issued UNROLL at a
+// time, ahead of the adds that consume them in order.
+#define LN_REDUCE_UNROLL 16
+__global__ void layernorm_backward_params_reduce_kernel_v2(floatX *dweight, floatX *dbias,
+                                                           const float *partial_dw,
+                                                           const float *partial_db, int chunks,
+                                                           int C) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;  // [0, C): dweight; [C, 2C): dbias
+    if (i >= 2 * C) return;
+    const int c = i < C ? i : i - C;
+    const float *partial = i < C ? partial_dw : partial_db;
+    float sum = 0.0f;
+    int k = 0;
+    for (; k + LN_REDUCE_UNROLL <= chunks; k += LN_REDUCE_UNROLL) {
+        float v[LN_REDUCE_UNROLL];
+#pragma unroll
+        for (int u = 0; u < LN_REDUCE_UNROLL; u++) v[u] = partial[(size_t)(k + u) * C + c];
+#pragma unroll
+        for (int u = 0; u < LN_REDUCE_UNROLL; u++) sum += v[u];
+    }
+    for (; k < chunks; k++) sum += partial[(size_t)k * C + c];
+    floatX *grad = i < C ? dweight : dbias;
+    grad[c] = f2x(x2f(grad[c]) + sum);
+}
+// ANCHOR_END: layernorm_params_v2
+
+extern "C" void layernorm_backward_v3(const GpuContext *ctx, floatX *dinp, floatX *dweight,
+                                      floatX *dbias, float *scratch, const floatX *dout,
+                                      const floatX *inp, const floatX *weight, const float *mean,
+                                      const float *rstd, int B, int T, int C) {
+    layernorm_check_vector_width(C, "layernorm_backward_v3");
+    const int BT = B * T, threads = 256, rows_per_block = threads / WARP_SIZE;
+    layernorm_backward_dinp_kernel_v2<<<blocks_for(BT, rows_per_block), threads, 0,
+                                        ctx->stream>>>(dinp, dout, inp, weight, mean, rstd, BT,
+                                                       C);
+    gpu_check_launch(ctx, "layernorm_backward_dinp_kernel_v2");
+    const int chunks = num_chunks(BT);
+    float *partial_dw = scratch, *partial_db = scratch + (size_t)chunks * C;
+    dim3 grid(blocks_for(C, LN_COLS * VEC_X), chunks), block(LN_COLS, LN_ROW_LANES);
+    layernorm_backward_params_partial_kernel_v2<<<grid, block, 0, ctx->stream>>>(
+        partial_dw, partial_db, dout, inp, mean, rstd, BT, C);
+    gpu_check_launch(ctx, "layernorm_backward_params_partial_kernel_v2");
+    const int reduce_threads = 64;  // 24 blocks at C = 768: as many SMs as there is work for
+    layernorm_backward_params_reduce_kernel_v2<<<blocks_for(2 * (size_t)C, reduce_threads),
+                                                 reduce_threads, 0, ctx->stream>>>(
+        dweight, dbias, partial_dw, partial_db, chunks, C);
+    gpu_check_launch(ctx, "layernorm_backward_params_reduce_kernel_v2");
+}

@@ -107,7 +107,7 @@ last=$(echo "$table" | awk 'NR > 1 {print $1}' | tail -1)
 # bf16, is a build, not a switch (its ablation is the fp32 chapters' rows),
 # and tensor-cores (TF32) means nothing to bf16 GEMMs.
 last_prec=$(echo "$table" | awk -v ch="$last" 'NR > 1 && $1 == ch {print $2}')
-# (A chapter's switches are comma-separated in the table: the last has two.)
+# (A chapter's switches are comma-separated in the table: the last has three.)
 # Chapter 11's graphs need sync avoidance and the fused optimizer (train_gpu.c):
 # those two are turned off with the graphs.
 [ "$EXTRAS" != 0 ] && [ "$OURS" = 1 ] && for sw in $(echo "$table" | awk -v p="$last_prec" 'NR > 1 && $3 != "-" && $2 == p {print $3}' | tr , '\n'); do

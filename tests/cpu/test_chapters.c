@@ -10,7 +10,7 @@
 
 // Every switch belongs to a chapter that exists, which runs in a build the
 // switch means something in; every chapter but the baseline and 02 (a
-// build) has a switch, exactly one before the last chapter (whose two
+// build) has a switch, exactly one before the last chapter (whose three
 // changes are measured one by one); and chapter N's optimizations are
 // chapter N-1's with its switches turned on.
 Test(chapters, the_switch_table_matches_the_chapters) {

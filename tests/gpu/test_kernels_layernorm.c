@@ -139,3 +139,47 @@ Test(kernels_layernorm, v2_matches_cpu) {
     check_version_against_cpu(layernorm_forward_v2, layernorm_backward_v2, 5, 67, 776, 6);
     check_version_against_cpu(layernorm_forward_v2, layernorm_backward_v2, 2, 64, 768, 7);
 }
+
+// Chapter 11's v3: v2's contract against the CPU, and v2's bits. B*T = 111
+// rows is one chunk of partials (the reduce's tail loop only); 5 x 67 is
+// three; 8 x 1024 is 64, four rounds of the reduce's unrolled loads.
+static void check_v3_identical_to_v2(int B, int T, int C, uint64_t seed) {
+    const size_t BT = (size_t)B * T, N = BT * C;
+    Rng rng;
+    rng_seed(&rng, seed);
+    floatX *d_inp = gt_upload_x(gt_random_x(N, -2, 3, &rng), N);
+    floatX *d_w = gt_upload_x(gt_random_x(C, 0.5f, 1.5f, &rng), C);
+    floatX *d_b = gt_upload_x(gt_random_x(C, -1, 1, &rng), C);
+    floatX *d_dout = gt_upload_x(gt_random_x(N, -1, 1, &rng), N);
+    floatX *d_out = gt_device_poisoned_x(N);
+    float *d_mean = gt_device_poisoned(BT), *d_rstd = gt_device_poisoned(BT);
+    float *d_scratch = gt_device_poisoned(layernorm_backward_scratch_floats(B, T, C));
+    layernorm_forward_v2(&gt_ctx, d_out, d_mean, d_rstd, d_inp, d_w, d_b, B, T, C);
+    float *dinp0 = gt_random_x(N, -1, 1, &rng), *dw0 = gt_random_x(C, -1, 1, &rng);
+    float *db0 = gt_random_x(C, -1, 1, &rng);
+    LayernormBackward versions[2] = {layernorm_backward_v2, layernorm_backward_v3};
+    float *got[2][3];
+    for (int v = 0; v < 2; v++) {
+        floatX *d_dinp = gt_upload_x(dinp0, N), *d_dw = gt_upload_x(dw0, C);
+        floatX *d_db = gt_upload_x(db0, C);
+        versions[v](&gt_ctx, d_dinp, d_dw, d_db, d_scratch, d_dout, d_inp, d_w, d_mean, d_rstd,
+                    B, T, C);
+        got[v][0] = gt_download_x(d_dinp, N);
+        got[v][1] = gt_download_x(d_dw, C);
+        got[v][2] = gt_download_x(d_db, C);
+    }
+    gt_assert_identical("layernorm dinp, v3 vs v2", got[1][0], got[0][0], N);
+    gt_assert_identical("layernorm dweight, v3 vs v2", got[1][1], got[0][1], C);
+    gt_assert_identical("layernorm dbias, v3 vs v2", got[1][2], got[0][2], C);
+}
+
+Test(kernels_layernorm, v3_matches_cpu) {
+    check_version_against_cpu(layernorm_forward_v2, layernorm_backward_v3, 3, 37, 72, 8);
+    check_version_against_cpu(layernorm_forward_v2, layernorm_backward_v3, 5, 67, 776, 9);
+}
+
+Test(kernels_layernorm, v3_is_bit_identical_to_v2) {
+    check_v3_identical_to_v2(3, 37, 72, 10);
+    check_v3_identical_to_v2(5, 67, 776, 11);
+    check_v3_identical_to_v2(8, 1024, 768, 12);
+}

@@ -369,8 +369,9 @@ Test(gpu_training_bf16, chapter_09_checkpoint_resumes_in_chapter_10_and_back) {
 
 // ---- chapter 11: the last mile -------------------------------------------------------
 
-// Chapter 11 changes how the step is launched (a graph) and which GEMM
-// kernels run (the same bits: matmul_lt.h): both against chapter 10, bit for
+// Chapter 11 changes how the step is launched (a graph), which GEMM kernels
+// run (the same bits: matmul_lt.h) and the layernorm's column-sum kernels
+// (the same operations in the same order): all against chapter 10, bit for
 // bit, at the three clips, with the data workers' two device batches in turn
 // (sync_parity.h).
 Test(gpu_training_bf16, chapter_11_is_bit_identical_to_chapter_10) {

@@ -30,6 +30,7 @@ static const struct {
 } BACKWARD[] = {
     {"v1", 0, layernorm_backward_v1},
     {"v2 vec16", 4, layernorm_backward_v2},
+    {"v3 vec16 sums", 11, layernorm_backward_v3},
 };
 
 // Everything one call reads and writes, on the device, at one shape.
