@@ -208,14 +208,20 @@ gpu-tests-run: $(GPU_TESTS)
 
 # On a GPU machine: every GPU test of both builds, then compute-sanitizer's
 # memcheck and racecheck over both builds' kernel and exercise tests.
+# racecheck does not model the waits inside cuBLASLt's own Hopper kernels
+# (their TMA copies and barriers) and reports hazards there; chapter 11's
+# autotune test runs eight of those kernels a shape. memcheck runs it.
 SANITIZED_TESTS := '@(kernels|exercise)*/*'
+RACECHECKED_TESTS := '@(kernels|exercise)*/!(autotuned*)'
 # ANCHOR: test_gpu
 test-gpu: $(GPU_TESTS)
 	$(GPU_TESTS) --jobs 1
 	$(GPU_TESTS_BF16) --jobs 1
-	for t in $(GPU_TESTS) $(GPU_TESTS_BF16); do for tool in memcheck racecheck; do \
-	  compute-sanitizer --tool $$tool --error-exitcode 1 $$t --jobs 1 --filter $(SANITIZED_TESTS) \
-	    || exit 1; done; done
+	for t in $(GPU_TESTS) $(GPU_TESTS_BF16); do \
+	  compute-sanitizer --tool memcheck --error-exitcode 1 $$t --jobs 1 --filter $(SANITIZED_TESTS) \
+	    || exit 1; \
+	  compute-sanitizer --tool racecheck --error-exitcode 1 $$t --jobs 1 \
+	    --filter $(RACECHECKED_TESTS) || exit 1; done
 # ANCHOR_END: test_gpu
 
 test-cpu: $(CPU_TESTS) $(PROGRAMS) $(SHAKESPEARE)

@@ -90,9 +90,13 @@ profile() {  # chapter
 
 pytorch() {  # label, batch, mode
   [ "$PYTORCH" = 1 ] || { [ "$PYTORCH" = best ] && [ "$3" = compile-bf16-flash ]; } || return 0
-  echo "== $1 (B=$2) =="
+  # An appended session's row of a label results.csv already has is a rerun:
+  # it gets a label of its own, and the first row keeps its number.
+  local label=$1
+  grep -q "^$label," "$csv" && label=$label-rerun
+  echo "== $label (B=$2) =="
   $PYTHON tools/pytorch_reference.py bench --mode "$3" --B "$2" --T "$T" \
-    --steps $((STEPS - WARMUP)) --warmup "$WARMUP" --label "$1" --out-csv "$csv.torch" \
+    --steps $((STEPS - WARMUP)) --warmup "$WARMUP" --label "$label" --out-csv "$csv.torch" \
     || echo "!! $1 at B=$2 failed (see above)"
 }
 
