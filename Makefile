@@ -448,6 +448,14 @@ demo-10: $(BUILD)/train_gpt2_bf16 $(SHAKESPEARE)
 	@if $(EXERCISE_HAVE_GPU); then bash chapters/10_8bit_optimizer/loss_curves.sh; \
 	else echo "demo-10: no GPU here: nothing was run"; fi
 
+# make demo-11: chapters 10 and 11 at B=64, chapter 11 with each of its
+# switches off, and its profile at B=64 (chapters/11_last_mile/large_batch.sh):
+# results/<gpu>/last_mile/.
+.PHONY: demo-11
+demo-11: $(BUILD)/train_gpt2_bf16 $(SHAKESPEARE)
+	@if $(EXERCISE_HAVE_GPU); then bash chapters/11_last_mile/large_batch.sh; \
+	else echo "demo-11: no GPU here: nothing was run"; fi
+
 # make demo-03: chapter 02 against chapter 03 in the bf16 trainer: the
 # host-device waits per step, by kind, and the GPU's idle time per step
 # (chapters/03_sync_avoidance/sync_gaps.sh says how it is measured);

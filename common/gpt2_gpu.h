@@ -22,6 +22,8 @@
 //   scratch         one float buffer, as large as the largest kernel's need
 //   adamw_step      the values of the current AdamW step (adamw.h's AdamWStep),
 //                   which chapter 09's fused update reads from memory
+//   schedule        chapter 11: every step's lr and bias corrections
+//                   (adamw_schedule.h), from which the device fills adamw_step
 // Everything is allocated once, for the largest batch (B, T) the model will
 // see; forward passes of smaller batches (sampling) use the front of the
 // same buffers.

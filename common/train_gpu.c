@@ -371,7 +371,7 @@ static int step_in_micro_batches(GpuTrainer *tr, GpuStepStats *s, char *err) {
                         .loss = NAN, .grad_norm = NAN, .ms = NAN, .forward_ms = NAN,
                         .backward_ms = NAN, .optimizer_ms = NAN};
     cudaEvent_t *ev = tr->step_events[k];
-    float *loss = tr->step_scalars + 2 * k, *norm = loss + 1;
+    float *loss = tr->step_scalars + 2 * k;  // and its norm at loss + 1
     // ANCHOR: graph_step
     // Replayed steps write their loss and norm to two fixed floats, copied
     // to this step's after the replay. The profiler times kernels one by one:
@@ -395,7 +395,6 @@ static int step_in_micro_batches(GpuTrainer *tr, GpuStepStats *s, char *err) {
         gpu_memcpy_async(ctx, loss, tr->graph_scalars, 2 * sizeof(float),
                          cudaMemcpyDeviceToDevice, "copy (a replayed step's loss and norm)");
     // ANCHOR_END: graph_step
-    (void)norm;
     CUDA_CHECK(cudaEventRecord(ev[3], ctx->stream));  // no split by phase: see train_gpu.h
     tr->step++;
     tr->warmed_up = 1;

@@ -19,6 +19,10 @@ NAME.svg for the HTML book and NAME.pdf for the PDF book:
                  chapter computes the same model), and each one's difference
                  from chapter 00's
     heatmap      tok/s per chapter (rows) and step (columns)
+    profile_kinds  each chapter's profiled step (profile_chNN.csv), its kernels'
+                 time grouped by kind (GEMMs, attention, ...); the table, with
+                 each step's launches (calls_per_step summed), is written
+                 beside it, as profile_kinds.csv
     gemm_roofline  from gemm_shapes.csv (chapter 01's demo), when present:
                  every GEMM of a step, fp32 and TF32, on the GPU's roofline
 
@@ -610,6 +614,73 @@ def colour_middle(norm, values):
 
 
 # ---- one results/<gpu>/ folder ---------------------------------------------
+# Kernel names (profile_chNN.csv) -> the kind of work, first match wins.
+KINDS = [  # kind, colour, name fragments
+    ("GEMMs", "#4c72b0", ("matmul", "gemm")),
+    ("attention", "#dd8452", ("attention", "split_heads", "merge_heads")),
+    ("bias and GELU", "#da8bc3", ("bias", "gelu")),
+    ("classifier and loss", "#c44e52", ("classifier", "softmax", "crossentropy", "loss", "dlosses")),
+    ("layernorm and residual", "#55a868", ("layernorm", "residual")),
+    ("optimizer", "#8172b3", ("adamw", "sum_squares", "sum_partials", "scale", "clip")),
+    ("host waits (idle)", "#bbbbbb", ("idle",)),
+    ("embedding, copies, memsets", "#937860", ("",)),
+]
+
+
+def kind_of(kernel):
+    name = kernel.lower()
+    return next(kind for kind, _, parts in KINDS if any(p in name for p in parts))
+
+
+def plot_profile_kinds(ctx):
+    folder = os.path.dirname(ctx["csv"])
+    chapters = []
+    for ch in ctx["chapters"]:
+        path = os.path.join(folder, f"profile_ch{ch['n']:02d}.csv")
+        if os.path.exists(path):
+            ms, launches = {kind: 0.0 for kind, _, _ in KINDS}, 0.0
+            with open(path, newline="") as f:
+                for row in csv.DictReader(f):
+                    ms[kind_of(row["kernel"])] += float(row["ms_per_step"])
+                    if "idle" not in row["kernel"]:
+                        launches += float(row["calls_per_step"])
+            chapters.append((ch, ms, launches))
+    if not chapters:
+        return None, "no profile_chNN.csv"
+    table = os.path.join(folder, "profile_kinds.csv")
+    column = lambda kind: re.sub(r"[^a-z0-9]+", "_", kind.lower()).strip("_")  # noqa: E731
+    lines = ["label," + ",".join(column(kind) for kind, _, _ in KINDS) + ",total,launches"]
+    for ch, ms, launches in chapters:
+        lines.append(f"ch{ch['n']:02d}," + ",".join(f"{ms[k]:.2f}" for k, _, _ in KINDS)
+                     + f",{sum(ms.values()):.2f},{launches:.0f}")
+    text = "\n".join(lines) + "\n"
+    if not os.path.exists(table) or read_bytes(table).decode() != text:
+        with open(table, "w") as f:
+            f.write(text)
+    fig, ax = new_figure(len(chapters))
+    xs = list(range(len(chapters)))
+    bottom = [0.0] * len(chapters)
+    for kind, colour, _ in KINDS:
+        vals = [ms[kind] for _, ms, _ in chapters]
+        ax.bar(xs, vals, 0.6, bottom=bottom, color=colour, label=kind)
+        bottom = [b + v for b, v in zip(bottom, vals)]
+    for x, top in zip(xs, bottom):
+        ax.annotate(f"{top:.0f} ms", (x, top), xytext=(0, 2), textcoords="offset points",
+                    ha="center", va="bottom", fontsize=8)
+    ax.set_xticks(xs, [chapter_tick(ch["n"], ch["title"]) for ch, _, _ in chapters], fontsize=8.5)
+    ax.set_yscale("log")
+    ax.yaxis.set_major_formatter(ticker.FuncFormatter(lambda v, _p: f"{v:g}"))
+    ax.set_ylabel("milliseconds of kernels per step (log scale)")
+    ax.grid(axis="y", color="#dddddd")
+    handles, labels = ax.get_legend_handles_labels()
+    ax.legend(handles[::-1], labels[::-1], loc="upper left", bbox_to_anchor=(1.0, 1.0),
+              frameon=False, fontsize=8.5)
+    sources = "profile_chNN.csv (--profile, the kernels of 5 steps after the warm-up), grouped " \
+              "by kernel name into " + rel(table)
+    return finish(ctx, fig, "A step's kernels by kind, chapter by chapter", ctx["subtitle"],
+                  sources, "profile_kinds"), None
+
+
 def plot_gpu(folder):
     csv_path = os.path.join(folder, "results.csv")
     env = read_environment(os.path.join(folder, "environment.txt"))
@@ -654,7 +725,8 @@ def plot_gpu(folder):
                        ("speedup", plot_speedup), ("phases", plot_phases),
                        ("loss_curves", plot_loss), ("heatmap", plot_heatmap),
                        ("gemm_roofline", plot_gemm_roofline), ("tying_loss", plot_tying),
-                       ("data_workers", plot_data_workers), ("adamw8bit_loss", plot_adamw8bit)):
+                       ("data_workers", plot_data_workers), ("adamw8bit_loss", plot_adamw8bit),
+                       ("profile_kinds", plot_profile_kinds)):
         files, why = draw(ctx)
         if files is None:
             print(f"plots: {rel(folder)}: no {name} plot: {why}")

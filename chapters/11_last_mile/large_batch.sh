@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# large_batch.sh: chapter 11's demo, `make demo-11`. The book's target is a
+# step of 64 sequences of 1024 tokens: this runs chapter 10 and chapter 11 at
+# that batch, and chapter 11 with each of its three switches off in turn, all
+# in one session, into results/<gpu>/last_mile/large_batch.csv (the columns of
+# results.csv), with each run's log beside it; then chapter 11's step at that
+# batch kernel by kernel (--profile), into profile_ch11_B64.csv there.
+#
+# Settings (environment variables): B (64), T (1024), STEPS (25: 5 warm-up +
+# 20 timed), TRAINER_BF16 (build/train_gpt2_bf16).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+B=${B:-64} T=${T:-1024} STEPS=${STEPS:-25} WARMUP=5 TRAINER=${TRAINER_BF16:-build/train_gpt2_bf16}
+gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | grep -oiE 'H100|H200|A100|L40S|L4' \
+      | head -1 | tr 'A-Z' 'a-z')
+out=results/${gpu:-gpu}/last_mile
+mkdir -p "$out/logs"
+csv=$out/large_batch.csv
+echo "label,chapter,B,T,steps,ms_per_step,tok_per_s,tflops,mfu,peak_mem_gib,data_ms,forward_ms,backward_ms,optimizer_ms" > "$csv"
+run() {  # label, chapter, flags...
+  local label=$1 ch=$2; shift 2
+  echo "== $label (B=$B): $out/logs/$label.txt"
+  "$TRAINER" --chapter "$ch" "$@" -b "$B" -t "$T" --steps "$STEPS" --val-every 0 --sample-tokens 0 \
+    --log-every 1 --bench-csv "$csv" --bench-warmup "$WARMUP" --bench-label "$label" \
+    > "$out/logs/$label.txt" 2>&1
+  grep '^bench:' "$out/logs/$label.txt"
+}
+run "ch10-B$B" 10
+run "ch11-B$B" 11
+for sw in cuda-graphs gemm-autotune tuned-layernorm; do run "ch11-B$B-no-$sw" 11 "--no-$sw"; done
+echo "== ch11 at B=$B, kernel by kernel: $out/profile_ch11_B$B.csv"
+"$TRAINER" --chapter 11 -b "$B" -t "$T" --steps $((WARMUP + 3)) --val-every 0 --sample-tokens 0 \
+  --log-every 1 --bench-warmup "$WARMUP" --profile 3 --profile-csv "$out/profile_ch11_B$B.csv" \
+  > "$out/logs/ch11-B$B-profile.txt" 2>&1
+if command -v column >/dev/null; then column -s, -t < "$csv"; else cat "$csv"; fi
