@@ -205,7 +205,7 @@ void gpt2_gpu_set_schedule(GPT2Gpu *model, const LrSchedule *lr, const AdamWConf
     AdamWScheduleEntry *table = xmalloc((size_t)steps * sizeof *table);
     adamw_schedule_build(table, steps, lr, cfg);
     gpu_free(model->schedule);
-    model->schedule = gpu_malloc((size_t)steps * sizeof *table, "the lr and corrections of every step");
+    model->schedule = gpu_malloc((size_t)steps * sizeof *table, "every step's lr and corrections");
     gpu_memcpy_sync(model->schedule, table, (size_t)steps * sizeof *table, cudaMemcpyHostToDevice);
     free(table);
     model->schedule_steps = steps;

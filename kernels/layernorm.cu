@@ -236,7 +236,8 @@ __global__ void layernorm_backward_params_partial_kernel_v2(float *partial_dw, f
     for (int k = 0; k < VEC_X; k++) dw[k] = 0.0f, db[k] = 0.0f;
     if (c < C) {
         for (int r = chunk * LN_ROWS_PER_CHUNK + threadIdx.y; r < row_end; r += LN_ROW_LANES) {
-            const Vec vdy = load_vec(dout + (size_t)r * C + c), vx = load_vec(inp + (size_t)r * C + c);
+            const size_t at = (size_t)r * C + c;
+            const Vec vdy = load_vec(dout + at), vx = load_vec(inp + at);
             const float m = mean[r], s = rstd[r];
             for (int k = 0; k < VEC_X; k++) {
                 float dy = x2f(vdy.x[k]);

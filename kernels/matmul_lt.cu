@@ -110,9 +110,9 @@ static void make_plan(Plan *plan, const PlanKey *k) {
                                                           sizeof align[i]));
     cublasLtMatmulHeuristicResult_t results[AUTOTUNE_CANDIDATES];
     int found = 0;
+    const int wanted = k->autotune ? AUTOTUNE_CANDIDATES : 1;
     CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(lt.handle, plan->desc, plan->a, plan->b, plan->c,
-                                                plan->c, pref, k->autotune ? AUTOTUNE_CANDIDATES : 1,
-                                                results, &found));
+                                                plan->c, pref, wanted, results, &found));
     CUBLAS_CHECK(cublasLtMatmulPreferenceDestroy(pref));
     if (found == 0)
         die("matmul_v2: cuBLASLt has no algorithm for m=%d n=%d k=%d (ld %d %d %d, epilogue %d, "
@@ -123,7 +123,8 @@ static void make_plan(Plan *plan, const PlanKey *k) {
     plan->num_candidates = 0;
     if (!adds_in_order(&results[0].algo)) return;  // nothing to pick that keeps its bits
     for (int i = 0; i < found; i++)
-        if (adds_in_order(&results[i].algo)) plan->candidates[plan->num_candidates++] = results[i].algo;
+        if (adds_in_order(&results[i].algo))
+            plan->candidates[plan->num_candidates++] = results[i].algo;
 }
 
 // A key for D (m x n) = op(A) (m x k) op(B) (k x n), column-major, with no
@@ -157,8 +158,8 @@ static Plan *plan_for(const PlanKey *k) {
 // ANCHOR: autotune
 // cuBLASLt's heuristic ranks its kernels for a shape from a model of the GPU,
 // without running them. Its first choice is good, not always the fastest: on
-// the H100 another of its first eight is up to 15% faster for some of GPT-2's
-// GEMMs (the kernel lab's sweep). So the first call of a shape runs each
+// the H100 another of its first eight is up to 9% faster for some of GPT-2's
+// GEMMs (the kernel lab's autotuned rows). So the first call of a shape runs each
 // candidate that adds in order (adds_in_order: the same bits as the first) a
 // few times, on the call's own operands, and keeps the fastest for good. The
 // trial runs write D and the epilogue's outputs, which the real call then
@@ -193,7 +194,7 @@ static void autotune(const GpuContext *ctx, Plan *plan, const floatX *A, const f
     const size_t d_bytes = (size_t)plan->key.ldc * plan->key.n * sizeof(floatX);
     floatX *saved = NULL;
     if (beta != 0.0f) {
-        saved = (floatX *)gpu_malloc(d_bytes, "a GEMM's output, saved while its kernels are timed");
+        saved = (floatX *)gpu_malloc(d_bytes, "a GEMM's output, kept while its kernels are timed");
         CUDA_CHECK(cudaMemcpyAsync(saved, D, d_bytes, cudaMemcpyDeviceToDevice, ctx->stream));
     }
     cudaEvent_t start, stop;
@@ -201,7 +202,8 @@ static void autotune(const GpuContext *ctx, Plan *plan, const floatX *A, const f
     CUDA_CHECK(cudaEventCreate(&stop));
     float best = INFINITY;
     for (int i = 0; i < plan->num_candidates; i++) {
-        const float ms = time_candidate(ctx, plan, &plan->candidates[i], A, B, beta, D, start, stop);
+        const cublasLtMatmulAlgo_t *algo = &plan->candidates[i];
+        const float ms = time_candidate(ctx, plan, algo, A, B, beta, D, start, stop);
         if (ms < best) best = ms, plan->algo = plan->candidates[i];
     }
     CUDA_CHECK(cudaEventDestroy(start));

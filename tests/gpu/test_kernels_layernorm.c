@@ -101,11 +101,18 @@ Test(kernels_layernorm, two_pass_variance_survives_a_large_mean) {
                LN_LARGE_MEAN_TOL);
 }
 
-Test(kernels_layernorm, backward_is_deterministic) {
-    const int B = 5, T = 67, C = 770;
+// The gradients of `backward` (dinp, dweight, dbias, as floats) from inputs,
+// a forward pass (v1, any C) and nonzero starting gradients drawn from
+// `seed`: the same seed, the same inputs.
+typedef struct {
+    float *dinp, *dw, *db;
+} LnGrads;
+
+static LnGrads backward_from_seed(LayernormBackward backward, int B, int T, int C,
+                                  uint64_t seed) {
     const size_t BT = (size_t)B * T, N = BT * C;
     Rng rng;
-    rng_seed(&rng, 4);
+    rng_seed(&rng, seed);
     floatX *d_inp = gt_upload_x(gt_random_x(N, -2, 3, &rng), N);
     floatX *d_w = gt_upload_x(gt_random_x(C, 0.5f, 1.5f, &rng), C);
     floatX *d_b = gt_upload_x(gt_random_x(C, -1, 1, &rng), C);
@@ -114,21 +121,29 @@ Test(kernels_layernorm, backward_is_deterministic) {
     float *d_mean = gt_device_poisoned(BT), *d_rstd = gt_device_poisoned(BT);
     float *d_scratch = gt_device_poisoned(layernorm_backward_scratch_floats(B, T, C));
     layernorm_forward_v1(&gt_ctx, d_out, d_mean, d_rstd, d_inp, d_w, d_b, B, T, C);
-    float *dinp0 = gt_random_x(N, -1, 1, &rng), *dw0 = gt_random_x(C, -1, 1, &rng);
-    float *db0 = gt_random_x(C, -1, 1, &rng);
-    float *runs[2][3];
-    for (int run = 0; run < 2; run++) {
-        floatX *d_dinp = gt_upload_x(dinp0, N), *d_dw = gt_upload_x(dw0, C);
-        floatX *d_db = gt_upload_x(db0, C);
-        layernorm_backward_v1(&gt_ctx, d_dinp, d_dw, d_db, d_scratch, d_dout, d_inp, d_w, d_mean,
-                              d_rstd, B, T, C);
-        runs[run][0] = gt_download_x(d_dinp, N);
-        runs[run][1] = gt_download_x(d_dw, C);
-        runs[run][2] = gt_download_x(d_db, C);
-    }
-    gt_assert_identical("layernorm dinp, two runs", runs[0][0], runs[1][0], N);
-    gt_assert_identical("layernorm dweight, two runs", runs[0][1], runs[1][1], C);
-    gt_assert_identical("layernorm dbias, two runs", runs[0][2], runs[1][2], C);
+    floatX *d_dinp = gt_upload_x(gt_random_x(N, -1, 1, &rng), N);
+    floatX *d_dw = gt_upload_x(gt_random_x(C, -1, 1, &rng), C);
+    floatX *d_db = gt_upload_x(gt_random_x(C, -1, 1, &rng), C);
+    backward(&gt_ctx, d_dinp, d_dw, d_db, d_scratch, d_dout, d_inp, d_w, d_mean, d_rstd, B, T, C);
+    return (LnGrads){gt_download_x(d_dinp, N), gt_download_x(d_dw, C), gt_download_x(d_db, C)};
+}
+
+static void assert_same_grads(const LnGrads *a, const LnGrads *b, size_t N, size_t C,
+                              const char *what) {
+    char name[96];
+    snprintf(name, sizeof name, "layernorm dinp, %s", what);
+    gt_assert_identical(name, a->dinp, b->dinp, N);
+    snprintf(name, sizeof name, "layernorm dweight, %s", what);
+    gt_assert_identical(name, a->dw, b->dw, C);
+    snprintf(name, sizeof name, "layernorm dbias, %s", what);
+    gt_assert_identical(name, a->db, b->db, C);
+}
+
+Test(kernels_layernorm, backward_is_deterministic) {
+    const int B = 5, T = 67, C = 770;
+    LnGrads first = backward_from_seed(layernorm_backward_v1, B, T, C, 4);
+    LnGrads second = backward_from_seed(layernorm_backward_v1, B, T, C, 4);
+    assert_same_grads(&first, &second, (size_t)B * T * C, C, "two runs");
 }
 
 // v2 reads rows in 16-byte vectors: C a multiple of 8. 72 is 9 vectors of 8
@@ -144,33 +159,9 @@ Test(kernels_layernorm, v2_matches_cpu) {
 // rows is one chunk of partials (the reduce's tail loop only); 5 x 67 is
 // three; 8 x 1024 is 64, four rounds of the reduce's unrolled loads.
 static void check_v3_identical_to_v2(int B, int T, int C, uint64_t seed) {
-    const size_t BT = (size_t)B * T, N = BT * C;
-    Rng rng;
-    rng_seed(&rng, seed);
-    floatX *d_inp = gt_upload_x(gt_random_x(N, -2, 3, &rng), N);
-    floatX *d_w = gt_upload_x(gt_random_x(C, 0.5f, 1.5f, &rng), C);
-    floatX *d_b = gt_upload_x(gt_random_x(C, -1, 1, &rng), C);
-    floatX *d_dout = gt_upload_x(gt_random_x(N, -1, 1, &rng), N);
-    floatX *d_out = gt_device_poisoned_x(N);
-    float *d_mean = gt_device_poisoned(BT), *d_rstd = gt_device_poisoned(BT);
-    float *d_scratch = gt_device_poisoned(layernorm_backward_scratch_floats(B, T, C));
-    layernorm_forward_v2(&gt_ctx, d_out, d_mean, d_rstd, d_inp, d_w, d_b, B, T, C);
-    float *dinp0 = gt_random_x(N, -1, 1, &rng), *dw0 = gt_random_x(C, -1, 1, &rng);
-    float *db0 = gt_random_x(C, -1, 1, &rng);
-    LayernormBackward versions[2] = {layernorm_backward_v2, layernorm_backward_v3};
-    float *got[2][3];
-    for (int v = 0; v < 2; v++) {
-        floatX *d_dinp = gt_upload_x(dinp0, N), *d_dw = gt_upload_x(dw0, C);
-        floatX *d_db = gt_upload_x(db0, C);
-        versions[v](&gt_ctx, d_dinp, d_dw, d_db, d_scratch, d_dout, d_inp, d_w, d_mean, d_rstd,
-                    B, T, C);
-        got[v][0] = gt_download_x(d_dinp, N);
-        got[v][1] = gt_download_x(d_dw, C);
-        got[v][2] = gt_download_x(d_db, C);
-    }
-    gt_assert_identical("layernorm dinp, v3 vs v2", got[1][0], got[0][0], N);
-    gt_assert_identical("layernorm dweight, v3 vs v2", got[1][1], got[0][1], C);
-    gt_assert_identical("layernorm dbias, v3 vs v2", got[1][2], got[0][2], C);
+    LnGrads v2 = backward_from_seed(layernorm_backward_v2, B, T, C, seed);
+    LnGrads v3 = backward_from_seed(layernorm_backward_v3, B, T, C, seed);
+    assert_same_grads(&v3, &v2, (size_t)B * T * C, C, "v3 vs v2");
 }
 
 Test(kernels_layernorm, v3_matches_cpu) {
