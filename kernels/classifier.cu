@@ -89,12 +89,11 @@ __global__ void __launch_bounds__(CLASSIFIER_THREADS)
 // write) where one read and one write would do. v3 keeps the row in shared
 // memory, which nothing else evicts: pass 1 stores each vector it reads
 // there, pass 2 reads it back from there.
-// Measured on an H100, fresh random logits, B=16 and B=64: fp32 rows (201
-// KB, 53 MB in flight) overflow L2, and v3 takes 2.99 and 11.88 ms against
-// v2's 3.30 and 13.15. bf16 rows (100 KB) mostly stay (ncu: v2 reads 1.89
-// GB of DRAM for 1.65 GB of logits); that kernel is bound by its
-// instructions (exponentials, the online max's branches), not by DRAM, and
-// v3 is no faster: 1.75 and 6.92 ms against 1.68 and 6.61.
+// Measured in bf16 (the kernel lab, results/h100/last_mile/lab.csv), v3 is
+// no faster than v2: the rows in flight, 132 SMs x 2 blocks x 100 KB = 26 MB,
+// fit in the H100's 50 MB L2, so v2's second read was coming from there, and
+// the kernel is bound by its work per value, not by memory. fp32 rows (201
+// KB, 53 MB in flight) do not fit, and there v3 saves a read of the logits.
 // The arithmetic is v2's, thread for thread and in the same order, with the
 // same 1024 threads (so the same reduction tree): the results are v2's, bit
 // for bit. 2 such blocks fill an SM (2048 threads; the launch bound keeps

@@ -44,9 +44,9 @@ void classifier_fused_v2(const GpuContext *ctx, float *losses, float *mean_loss,
 // DRAM: the logits are read once. The same contract, shapes and results as
 // v2, bit for bit. A row of ld floatX must fit one block's shared memory
 // (227 KB on the H100: rows of 50304 do, in both builds); wider rows, and
-// loss-only calls (write_dlogits == 0: no pass 2), run v2 itself. Measured
-// on an H100 at B=16, it pays in fp32 (10% faster) but not in bf16 (4%
-// slower), whose rows L2 mostly keeps: classifier.cu.
+// loss-only calls (write_dlogits == 0: no pass 2), run v2 itself. In bf16
+// it is no faster than v2, whose rows the L2 keeps (classifier.cu says why),
+// so chapter 11 measured it and left it in the lab.
 void classifier_fused_v3(const GpuContext *ctx, float *losses, float *mean_loss, floatX *logits,
                          floatX *probs, const int32_t *targets, int B, int T, int V, int ld,
                          int write_dlogits);
