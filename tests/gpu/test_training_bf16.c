@@ -394,6 +394,13 @@ Test(gpu_training_bf16, chapter_11_replays_a_graph_per_device_batch) {
     gpu_trainer_free(&tr);
 }
 
+// A resumed run sets the device's step counter to the checkpoint's step and
+// runs its first step without a graph, as a fresh run does: it continues
+// bit for bit (training_checks.h).
+Test(gpu_training_bf16, chapter_11_resumes_bit_identically) {
+    check_resume_bit_identical(chapter_optimizations(11));
+}
+
 // --grad-accum 3: three micro-batches a step (first, middle, last: each its
 // own graph per device batch) replayed from graphs, against the same steps
 // launched one kernel at a time: bit for bit.
