@@ -202,11 +202,14 @@ void gpt2_gpu_set_schedule(GPT2Gpu *model, const LrSchedule *lr, const AdamWConf
                            int steps, int steps_done, int micro_batches) {
     if (!model->optim.fused_optimizer)
         die("gpt2_gpu_set_schedule: the step's values from the device need the fused optimizer");
-    AdamWScheduleEntry *table = xmalloc((size_t)steps * sizeof *table);
+    const size_t bytes = (size_t)steps * sizeof(AdamWScheduleEntry);
+    AdamWScheduleEntry *table = xmalloc(bytes);
     adamw_schedule_build(table, steps, lr, cfg);
     gpu_free(model->schedule);
-    model->schedule = gpu_malloc((size_t)steps * sizeof *table, "every step's lr and corrections");
-    gpu_memcpy_sync(model->schedule, table, (size_t)steps * sizeof *table, cudaMemcpyHostToDevice);
+    model->device_bytes -= (size_t)model->schedule_steps * sizeof(AdamWScheduleEntry);
+    model->device_bytes += bytes;
+    model->schedule = gpu_malloc(bytes, "every step's lr and corrections");
+    gpu_memcpy_sync(model->schedule, table, bytes, cudaMemcpyHostToDevice);
     free(table);
     model->schedule_steps = steps;
     model->micro_batches = micro_batches;

@@ -252,6 +252,14 @@ static int read_batch(GpuTrainer *tr, HostBatch *hb, char *err) {
 
 static int step_in_micro_batches(GpuTrainer *tr, GpuStepStats *s, char *err);
 
+// What the host knows of the next step when it starts it; the rest is NaN
+// until the step's numbers are read.
+static GpuStepStats step_stats_new(const GpuTrainer *tr, double data_ms) {
+    return (GpuStepStats){.step = tr->step + 1, .lr = lr_at_step(&tr->opt.lr, tr->step),
+                          .data_ms = data_ms, .loss = NAN, .grad_norm = NAN, .ms = NAN,
+                          .forward_ms = NAN, .backward_ms = NAN, .optimizer_ms = NAN};
+}
+
 // Chapter 11's step (step_in_micro_batches), with graphs or micro-batches.
 static int in_micro_batches(const GpuTrainer *tr) {
     return tr->optim.cuda_graphs || tr->opt.grad_accum > 1;
@@ -283,9 +291,7 @@ int gpu_trainer_step(GpuTrainer *tr, GpuStepStats *s, char *err) {
     nvtxRangePop();
     // ANCHOR_END: step_data
     if (rc) return -1;
-    *s = (GpuStepStats){.step = tr->step + 1, .lr = lr_at_step(&opt->lr, tr->step),
-                        .data_ms = now_ms() - start, .loss = NAN, .grad_norm = NAN,
-                        .ms = NAN, .forward_ms = NAN, .backward_ms = NAN, .optimizer_ms = NAN};
+    *s = step_stats_new(tr, now_ms() - start);
     cudaEvent_t *ev = tr->step_events[slot];
     float *loss = tr->step_scalars + 2 * slot, *norm = loss + 1;
 
@@ -367,9 +373,7 @@ static int step_in_micro_batches(GpuTrainer *tr, GpuStepStats *s, char *err) {
         return fail(err, "%d steps are pending: gpu_trainer_read_stats must read them first", k);
     const double start = now_ms();
     if (k == 0) tr->interval_start = start;
-    *s = (GpuStepStats){.step = tr->step + 1, .lr = lr_at_step(&tr->opt.lr, tr->step),
-                        .loss = NAN, .grad_norm = NAN, .ms = NAN, .forward_ms = NAN,
-                        .backward_ms = NAN, .optimizer_ms = NAN};
+    *s = step_stats_new(tr, 0.0);
     cudaEvent_t *ev = tr->step_events[k];
     float *loss = tr->step_scalars + 2 * k;  // and its norm at loss + 1
     // ANCHOR: graph_step

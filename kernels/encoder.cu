@@ -130,13 +130,20 @@ __global__ void encoder_backward_wte_kernel_v1(floatX *dwte, const floatX *dout,
     if (c < C) add_bucket(dwte, dout, packed, BT, C, blockIdx.x, c);
 }
 
-extern "C" void encoder_backward_v1(const GpuContext *ctx, floatX *dwte, floatX *dwpe,
-                                    const floatX *dout, const int32_t *d_packed, int num_buckets,
-                                    int B, int T, int C) {
+// dwpe's part, the same in both versions.
+static void launch_wpe_backward(const GpuContext *ctx, floatX *dwpe, const floatX *dout, int B,
+                                int T, int C) {
     const int threads = 256;
     encoder_backward_wpe_kernel_v1<<<blocks_for((size_t)T * C, threads), threads, 0,
                                      ctx->stream>>>(dwpe, dout, B, T, C);
     gpu_check_launch(ctx, "encoder_backward_wpe_kernel_v1");
+}
+
+extern "C" void encoder_backward_v1(const GpuContext *ctx, floatX *dwte, floatX *dwpe,
+                                    const floatX *dout, const int32_t *d_packed, int num_buckets,
+                                    int B, int T, int C) {
+    launch_wpe_backward(ctx, dwpe, dout, B, T, C);
+    const int threads = 256;
     if (num_buckets == 0) return;
     dim3 grid(num_buckets, blocks_for(C, threads));
     encoder_backward_wte_kernel_v1<<<grid, threads, 0, ctx->stream>>>(dwte, dout, d_packed, B * T,
@@ -166,10 +173,8 @@ extern "C" void encoder_backward_v2(const GpuContext *ctx, floatX *dwte, floatX 
                                     const floatX *dout, const int32_t *d_packed, int num_buckets,
                                     int B, int T, int C) {
     (void)num_buckets;  // read on the device
+    launch_wpe_backward(ctx, dwpe, dout, B, T, C);
     const int threads = 256;
-    encoder_backward_wpe_kernel_v1<<<blocks_for((size_t)T * C, threads), threads, 0,
-                                     ctx->stream>>>(dwpe, dout, B, T, C);
-    gpu_check_launch(ctx, "encoder_backward_wpe_kernel_v1");
     const int per_sm = 8, most = B * T;
     const int blocks = ctx->sm_count * per_sm < most ? ctx->sm_count * per_sm : most;
     dim3 grid(blocks, blocks_for(C, threads));

@@ -3,6 +3,10 @@
 #   write_environment F S   F: the GPU, driver, PyTorch (when PYTHON is set), date and
 #                           commit (COMMIT names the code when the tree was copied
 #                           without its .git folder), and S, the run's settings
+#   label_lab_rows F [shape]  the kernel lab's CSV F with a first column, label:
+#                           family-version, and with `shape` the shape's name too
+#                           (its words but the last, the dimensions), for a family
+#                           timed at several shapes; so that the book can name a row
 gpu_slug() {
   nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | grep -oiE 'H100|H200|A100|L40S|L4' \
     | head -1 | tr 'A-Z' 'a-z'
@@ -17,4 +21,11 @@ write_environment() {
     echo "commit: ${COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}"
     echo "settings: $2"
   } > "$1"
+}
+
+label_lab_rows() {
+  awk -F, -v shape="${2:-}" 'NR == 1 {print "label," $0; next}
+    {l = $1 "-" $2
+     if (shape != "") {s = $5; gsub(/"/, "", s); n = split(s, w, " "); for (i = 1; i < n; i++) l = l "-" w[i]}
+     gsub(/ /, "-", l); print l "," $0}' "$1"
 }

@@ -632,31 +632,49 @@ def kind_of(kernel):
     return next(kind for kind, _, parts in KINDS if any(p in name for p in parts))
 
 
+def profile_by_kind(path):
+    """A profile_*.csv's milliseconds per step by kind, and its launches per step."""
+    ms, launches = {kind: 0.0 for kind, _, _ in KINDS}, 0.0
+    with open(path, newline="") as f:
+        for row in csv.DictReader(f):
+            ms[kind_of(row["kernel"])] += float(row["ms_per_step"])
+            if "idle" not in row["kernel"]:
+                launches += float(row["calls_per_step"])
+    return ms, launches
+
+
+def write_kinds_table(path, rows):
+    """rows: (label, ms by kind, launches): one line each, with the total."""
+    column = lambda kind: re.sub(r"[^a-z0-9]+", "_", kind.lower()).strip("_")  # noqa: E731
+    lines = ["label," + ",".join(column(kind) for kind, _, _ in KINDS) + ",total,launches"]
+    for label, ms, launches in rows:
+        lines.append(f"{label}," + ",".join(f"{ms[k]:.2f}" for k, _, _ in KINDS)
+                     + f",{sum(ms.values()):.2f},{launches:.0f}")
+    text = "\n".join(lines) + "\n"
+    if not os.path.exists(path) or read_bytes(path).decode() != text:
+        with open(path, "w") as f:
+            f.write(text)
+
+
 def plot_profile_kinds(ctx):
     folder = os.path.dirname(ctx["csv"])
     chapters = []
     for ch in ctx["chapters"]:
         path = os.path.join(folder, f"profile_ch{ch['n']:02d}.csv")
         if os.path.exists(path):
-            ms, launches = {kind: 0.0 for kind, _, _ in KINDS}, 0.0
-            with open(path, newline="") as f:
-                for row in csv.DictReader(f):
-                    ms[kind_of(row["kernel"])] += float(row["ms_per_step"])
-                    if "idle" not in row["kernel"]:
-                        launches += float(row["calls_per_step"])
-            chapters.append((ch, ms, launches))
+            chapters.append((ch, *profile_by_kind(path)))
     if not chapters:
         return None, "no profile_chNN.csv"
     table = os.path.join(folder, "profile_kinds.csv")
-    column = lambda kind: re.sub(r"[^a-z0-9]+", "_", kind.lower()).strip("_")  # noqa: E731
-    lines = ["label," + ",".join(column(kind) for kind, _, _ in KINDS) + ",total,launches"]
-    for ch, ms, launches in chapters:
-        lines.append(f"ch{ch['n']:02d}," + ",".join(f"{ms[k]:.2f}" for k, _, _ in KINDS)
-                     + f",{sum(ms.values()):.2f},{launches:.0f}")
-    text = "\n".join(lines) + "\n"
-    if not os.path.exists(table) or read_bytes(table).decode() != text:
-        with open(table, "w") as f:
-            f.write(text)
+    write_kinds_table(table, [(f"ch{ch['n']:02d}", ms, n) for ch, ms, n in chapters])
+    # Chapter 11's demo profiles its step at a larger batch (last_mile/profile_chNN_BM.csv).
+    demo = os.path.join(folder, "last_mile")
+    extra = sorted(f for f in os.listdir(demo) if re.match(r"profile_ch\d\d_B\d+\.csv$", f)) \
+        if os.path.isdir(demo) else []
+    if extra:
+        write_kinds_table(os.path.join(demo, "profile_kinds.csv"),
+                          [(f[len("profile_"):-len(".csv")].replace("_", "-"),
+                            *profile_by_kind(os.path.join(demo, f))) for f in extra])
     fig, ax = new_figure(len(chapters))
     xs = list(range(len(chapters)))
     bottom = [0.0] * len(chapters)

@@ -42,12 +42,6 @@ pytorch() {  # label, mode
   tail -1 "$out/logs/$1.txt"
 }
 
-# The lab's rows with a first column naming each: family-version, spaces as
-# dashes (adamw_update-v2-fused), so that the book can quote a row.
-label_lab_rows() {
-  awk -F, 'NR == 1 {print "label," $0; next} {l = $1 "-" $2; gsub(/ /, "-", l); print l "," $0}' "$1"
-}
-
 ours ch08 8
 ours ch09 9
 pytorch pytorch-compile-bf16-sdpa-vocab-tied compile-bf16-sdpa-vocab-tied
@@ -56,5 +50,6 @@ grep -v '^label,' "$csv.torch" >> "$csv" && rm -f "$csv.torch"
 rm -f "$out/lab.csv" "$out/lab_raw.csv"
 "$LAB" --only optimizer --csv "$out/lab_raw.csv" > "$out/logs/lab.txt" 2>&1
 cat "$out/logs/lab.txt"
+# Each row named family-version (adamw_update-v2-fused), for the book to quote.
 label_lab_rows "$out/lab_raw.csv" > "$out/lab.csv" && rm -f "$out/lab_raw.csv"
 echo "wrote $csv and $out/lab.csv"
