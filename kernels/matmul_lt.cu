@@ -10,9 +10,17 @@
 #include "util.h"
 
 #define WORKSPACE_BYTES (32u << 20)
+// Plans kept at once. A model runs a few dozen shapes; a full cache evicts
+// the plan used longest ago (a test's hundreds of shapes, or a caller that
+// varies its batch), so no run ever ends for having seen many shapes.
 #define MAX_PLANS 128
-// Chapter 11: how many of the heuristic's kernels a shape's first call times.
+// Chapter 11: how many of the heuristic's kernels a shape's first call
+// considers, and how often each one admitted is timed.
 #define AUTOTUNE_CANDIDATES 8
+#define AUTOTUNE_TIMED_RUNS 9
+// Widths padded to a multiple of 8 (see pad_weight): the distinct (OC, C)
+// seen in a run. GPT-2 has one, the lm_head's.
+#define MAX_PADDED_SHAPES 8
 
 // Everything that selects a plan. Pointers are not part of it, only their
 // alignments: the bias and aux pointers are set on the descriptor per call.
@@ -31,20 +39,32 @@ typedef struct {
     cublasLtMatmulDesc_t desc;
     cublasLtMatrixLayout_t a, b, c;
     cublasLtMatmulAlgo_t algo;  // the one every call runs
-    // The heuristic's candidates that add in the same order as its first
-    // (adds_in_order), timed by the first call when key.autotune is set.
+    // The heuristic's first choice, then its other candidates whose
+    // attributes say they add in the same order (adds_like_first), to be
+    // checked and timed by the first call when key.autotune is set.
     cublasLtMatmulAlgo_t candidates[AUTOTUNE_CANDIDATES];
     int num_candidates;
     int tuned;
+    unsigned long long last_use;  // lt.uses when last called: the eviction's order
 } Plan;
+
+// A zero-padded copy of one weight shape, and room for its gradient. Made
+// once per shape and kept until matmul_lt_release: a captured CUDA graph
+// holds these pointers, so they may never move.
+typedef struct {
+    int OC, C;
+    floatX *weight, *dweight;  // (OCp, C) each
+} PaddedWeight;
 
 static struct {
     cublasLtHandle_t handle;
     void *workspace;
-    floatX *padded_weight, *padded_dweight;  // see pad_weight
-    size_t padded_elements;
+    PaddedWeight padded[MAX_PADDED_SHAPES];
+    int num_padded;
     Plan plans[MAX_PLANS];
     int num_plans;
+    unsigned long long uses;
+    MatmulLtStats stats;
 } lt;
 
 // The largest power of two (up to 256) that divides the address: what
@@ -61,21 +81,51 @@ static void set_desc(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t attr
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(d, attr, value, size));
 }
 
-// ANCHOR: adds_in_order
-// A kernel that does not split the K dimension: each output's products are
-// added in one chain, k ascending, 16 at a time by the tensor cores, whatever
-// the tile's M and N. Every such kernel computes the same bits (the tests
-// check it); one that splits K adds partial sums in another order.
-static int adds_in_order(const cublasLtMatmulAlgo_t *algo) {
-    int splits = 1;
+template <typename V>
+static V algo_config(const cublasLtMatmulAlgo_t *algo, cublasLtMatmulAlgoConfigAttributes_t attr) {
+    V value = 0;
     size_t written = 0;
-    CUBLAS_CHECK(cublasLtMatmulAlgoConfigGetAttribute(algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM,
-                                                      &splits, sizeof splits, &written));
-    return splits <= 1;
+    CUBLAS_CHECK(cublasLtMatmulAlgoConfigGetAttribute(algo, attr, &value, sizeof value, &written));
+    return value;
+}
+
+static uint64_t numerical_flags(const cublasLtMatmulAlgo_t *algo) {
+    uint64_t flags = 0;
+    size_t written = 0;
+    CUBLAS_CHECK(cublasLtMatmulAlgoCapGetAttribute(algo, CUBLASLT_ALGO_CAP_NUMERICAL_IMPL_FLAGS,
+                                                   &flags, sizeof flags, &written));
+    return flags;
+}
+
+// ANCHOR: adds_in_order
+// What an algorithm's attributes say about the order of its sums. One that
+// neither splits K nor reduces partial results afterwards adds each
+// output's products in one chain, k ascending, 16 at a time on the tensor
+// cores, whatever its tile's M and N; with the same kind of instruction and
+// accumulator as the first (its numerical flags), it should compute the
+// first's bits. "Should": cuBLASLt does not promise it, and a kernel may
+// order its work in ways no attribute reports, so autotune also checks the
+// bits on the first call's operands before it admits a candidate.
+static int adds_in_order(const cublasLtMatmulAlgo_t *algo) {
+    return algo_config<int>(algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM) <= 1 &&
+           algo_config<uint32_t>(algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME) ==
+               CUBLASLT_REDUCTION_SCHEME_NONE;
+}
+
+static int adds_like_first(const cublasLtMatmulAlgo_t *algo, const cublasLtMatmulAlgo_t *first) {
+    return adds_in_order(algo) && numerical_flags(algo) == numerical_flags(first);
 }
 // ANCHOR_END: adds_in_order
 
+static void destroy_plan(Plan *p) {
+    CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(p->a));
+    CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(p->b));
+    CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(p->c));
+    CUBLAS_CHECK(cublasLtMatmulDescDestroy(p->desc));
+}
+
 static void make_plan(Plan *plan, const PlanKey *k) {
+    memset(plan, 0, sizeof *plan);
     plan->key = *k;
     CUBLAS_CHECK(cublasLtMatmulDescCreate(&plan->desc, k->compute, CUDA_R_32F));
     cublasOperation_t ta = k->trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -120,10 +170,9 @@ static void make_plan(Plan *plan, const PlanKey *k) {
             k->m, k->n, k->k, k->lda, k->ldb, k->ldc, k->epilogue, k->align_a, k->align_b,
             k->align_c);
     plan->algo = results[0].algo;
-    plan->num_candidates = 0;
     if (!adds_in_order(&results[0].algo)) return;  // nothing to pick that keeps its bits
     for (int i = 0; i < found; i++)
-        if (adds_in_order(&results[i].algo))
+        if (adds_like_first(&results[i].algo, &results[0].algo))
             plan->candidates[plan->num_candidates++] = results[i].algo;
 }
 
@@ -140,17 +189,34 @@ static PlanKey gemm_key(int m, int n, int k, int lda, int ldb, int ldc, int tran
     return key;
 }
 
+// The slot for a new plan: a free one, or the one used longest ago. Its
+// descriptors can go at once: a queued or captured matmul took what it
+// needed from them when it was launched.
+static Plan *free_plan_slot(void) {
+    if (lt.num_plans < MAX_PLANS) return &lt.plans[lt.num_plans++];
+    Plan *oldest = &lt.plans[0];
+    for (int i = 1; i < MAX_PLANS; i++)
+        if (lt.plans[i].last_use < oldest->last_use) oldest = &lt.plans[i];
+    destroy_plan(oldest);
+    lt.stats.evictions++;
+    return oldest;
+}
+
 // The cached plan for this key, made on first use.
 static Plan *plan_for(const PlanKey *k) {
     if (!lt.handle) {
         CUBLAS_CHECK(cublasLtCreate(&lt.handle));
         lt.workspace = gpu_malloc(WORKSPACE_BYTES, "the cuBLASLt workspace");
     }
-    for (int i = 0; i < lt.num_plans; i++)
-        if (memcmp(&lt.plans[i].key, k, sizeof *k) == 0) return &lt.plans[i];
-    if (lt.num_plans == MAX_PLANS) die("matmul_v2: more than %d GEMM shapes", MAX_PLANS);
-    Plan *plan = &lt.plans[lt.num_plans++];
-    make_plan(plan, k);
+    Plan *plan = NULL;
+    for (int i = 0; i < lt.num_plans && !plan; i++)
+        if (memcmp(&lt.plans[i].key, k, sizeof *k) == 0) plan = &lt.plans[i];
+    if (!plan) {
+        plan = free_plan_slot();
+        make_plan(plan, k);
+        lt.stats.plans_made++;
+    }
+    plan->last_use = ++lt.uses;
     return plan;
 }
 
@@ -159,62 +225,178 @@ static Plan *plan_for(const PlanKey *k) {
 // cuBLASLt's heuristic ranks its kernels for a shape from a model of the GPU,
 // without running them. Its first choice is good, not always the fastest: on
 // the H100 another of its first eight is up to 9% faster for some of GPT-2's
-// GEMMs (the kernel lab's autotuned rows). So the first call of a shape runs each
-// candidate that adds in order (adds_in_order: the same bits as the first) a
-// few times, on the call's own operands, and keeps the fastest for good. The
-// trial runs write D and the epilogue's outputs, which the real call then
-// overwrites; a GEMM that accumulates into D (beta = 1) has D saved first and
-// put back after. The timing waits for the device: once per shape, in the
-// first step, never inside a CUDA graph's capture (the heuristic's first
-// choice stays then).
-static float time_candidate(const GpuContext *ctx, Plan *plan, const cublasLtMatmulAlgo_t *algo,
-                            const floatX *A, const floatX *B, float beta, floatX *D,
-                            cudaEvent_t start, cudaEvent_t stop) {
-    const float alpha = 1.0f;
-    const int runs = 3;
-    for (int r = 0; r <= runs; r++) {
-        if (r == 1) CUDA_CHECK(cudaEventRecord(start, ctx->stream));  // after one warm-up run
-        CUBLAS_CHECK(cublasLtMatmul(lt.handle, plan->desc, &alpha, A, plan->a, B, plan->b, &beta,
-                                    D, plan->c, D, plan->c, algo, lt.workspace, WORKSPACE_BYTES,
-                                    ctx->stream));
+// GEMMs (the kernel lab's autotuned rows). So the first call of a shape tries
+// the candidates whose attributes promise the first's order of sums
+// (adds_like_first), on the call's own operands, in two rounds:
+//   1. bits: each runs once, and what it wrote (D, and the epilogue's GELU
+//      input or bias gradient) must hash to what the first wrote, or it is
+//      dropped;
+//   2. time: each left runs AUTOTUNE_TIMED_RUNS times, every run timed alone
+//      after the L2 cache is flushed (as in the step, where the operands
+//      arrive from memory), and the one of the least median is kept for good.
+// A GEMM that accumulates into D (beta = 1) has D saved first and put back
+// before each checked run and at the end. The trials wait for the device:
+// once per shape, in the first step, never inside a CUDA graph's capture
+// (the heuristic's first choice stays then).
+//
+// The promise is as wide as the check: the same bits as the heuristic's first
+// choice on the operands of the first call, by kernels that declare no split
+// of K and no reduction. Sums in the same order give the same bits on any
+// operands; a kernel whose order the attributes do not show and that agreed
+// on this call by chance would be caught only by the tests.
+
+// The bits of n values of 2 bytes (any floatX is a whole number of them),
+// hashed into *h: each value mixed with its index, the mixes summed as
+// integers, an order-free sum whose atomics give the same total every time.
+__global__ void hash_values_kernel(const uint16_t *x, size_t n, unsigned long long *h) {
+    unsigned long long sum = 0;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        unsigned long long z = (i << 16 | x[i]) + 0x9E3779B97F4A7C15ull;  // splitmix64
+        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+        sum += z ^ (z >> 31);
     }
-    CUDA_CHECK(cudaEventRecord(stop, ctx->stream));
-    gpu_event_sync(stop, "a GEMM candidate's trial runs");
-    float ms;
-    CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-    return ms / runs;
+    for (int offset = WARP_SIZE / 2; offset > 0; offset /= 2)
+        sum += __shfl_xor_sync(FULL_MASK, sum, offset);
+    if (threadIdx.x % WARP_SIZE == 0) atomicAdd(h, sum);
+}
+
+// What a run of the plan writes, as device buffers and their bytes.
+typedef struct {
+    void *out[3];
+    size_t bytes[3];
+    int count;
+} GemmOutputs;
+
+static GemmOutputs outputs_of(const Plan *plan, floatX *D, const void *bias, const void *aux) {
+    const PlanKey *k = &plan->key;
+    GemmOutputs o = {{D}, {(size_t)k->ldc * k->n * sizeof(floatX)}, 1};
+    if (k->epilogue == CUBLASLT_EPILOGUE_GELU_AUX || k->epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS)
+        o.out[o.count] = (void *)aux, o.bytes[o.count++] = (size_t)k->aux_ld * k->n * sizeof(floatX);
+    if (k->epilogue == CUBLASLT_EPILOGUE_BGRADB)
+        o.out[o.count] = (void *)bias, o.bytes[o.count++] = (size_t)k->n * sizeof(floatX);
+    return o;
+}
+
+// The hash of everything the last run wrote (waits for the device).
+static unsigned long long hash_outputs(const GpuContext *ctx, const GemmOutputs *o,
+                                       unsigned long long *d_hash) {
+    gpu_zero(ctx, d_hash, sizeof *d_hash, "memset (a GEMM candidate's hash)");
+    for (int i = 0; i < o->count; i++) {
+        hash_values_kernel<<<4 * ctx->sm_count, 256, 0, ctx->stream>>>(
+            (const uint16_t *)o->out[i], o->bytes[i] / sizeof(uint16_t), d_hash);
+        gpu_check_launch(ctx, "hash_values_kernel");
+    }
+    unsigned long long h;
+    CUDA_CHECK(cudaMemcpyAsync(&h, d_hash, sizeof h, cudaMemcpyDeviceToHost, ctx->stream));
+    gpu_stream_sync(ctx, "a GEMM candidate's hash");
+    return h;
+}
+
+static void run_algo(const GpuContext *ctx, const Plan *plan, const cublasLtMatmulAlgo_t *algo,
+                     const floatX *A, const floatX *B, float beta, floatX *D) {
+    const float alpha = 1.0f;
+    CUBLAS_CHECK(cublasLtMatmul(lt.handle, plan->desc, &alpha, A, plan->a, B, plan->b, &beta, D,
+                                plan->c, D, plan->c, algo, lt.workspace, WORKSPACE_BYTES,
+                                ctx->stream));
+}
+
+static int compare_floats(const void *a, const void *b) {
+    const float x = *(const float *)a, y = *(const float *)b;
+    return (x > y) - (x < y);
+}
+
+// The median time of one run of the algorithm, each run after a write that
+// flushes the L2 cache.
+static float median_ms(const GpuContext *ctx, const Plan *plan, const cublasLtMatmulAlgo_t *algo,
+                       const floatX *A, const floatX *B, float beta, floatX *D, void *flush,
+                       size_t flush_bytes) {
+    cudaEvent_t start[AUTOTUNE_TIMED_RUNS], stop[AUTOTUNE_TIMED_RUNS];
+    run_algo(ctx, plan, algo, A, B, beta, D);  // warm-up
+    for (int r = 0; r < AUTOTUNE_TIMED_RUNS; r++) {
+        CUDA_CHECK(cudaEventCreate(&start[r]));
+        CUDA_CHECK(cudaEventCreate(&stop[r]));
+        CUDA_CHECK(cudaMemsetAsync(flush, r, flush_bytes, ctx->stream));
+        CUDA_CHECK(cudaEventRecord(start[r], ctx->stream));
+        run_algo(ctx, plan, algo, A, B, beta, D);
+        CUDA_CHECK(cudaEventRecord(stop[r], ctx->stream));
+    }
+    gpu_stream_sync(ctx, "a GEMM candidate's timed runs");
+    float ms[AUTOTUNE_TIMED_RUNS];
+    for (int r = 0; r < AUTOTUNE_TIMED_RUNS; r++) {
+        CUDA_CHECK(cudaEventElapsedTime(&ms[r], start[r], stop[r]));
+        CUDA_CHECK(cudaEventDestroy(start[r]));
+        CUDA_CHECK(cudaEventDestroy(stop[r]));
+    }
+    qsort(ms, AUTOTUNE_TIMED_RUNS, sizeof ms[0], compare_floats);
+    return ms[AUTOTUNE_TIMED_RUNS / 2];
+}
+
+// Round 1: the candidates whose outputs hash to the first's, in order (the
+// first among them); returns how many.
+static int keep_same_bits(const GpuContext *ctx, Plan *plan, const floatX *A, const floatX *B,
+                          float beta, floatX *D, const floatX *saved, const GemmOutputs *outs) {
+    unsigned long long *d_hash = (unsigned long long *)gpu_malloc(sizeof *d_hash, "a hash");
+    const size_t d_bytes = outs->bytes[0];
+    unsigned long long first = 0;
+    int kept = 0;
+    for (int i = 0; i < plan->num_candidates; i++) {
+        if (saved)
+            gpu_memcpy_async(ctx, D, saved, d_bytes, cudaMemcpyDeviceToDevice,
+                             "copy (a GEMM's output put back for a trial)");
+        run_algo(ctx, plan, &plan->candidates[i], A, B, beta, D);
+        const unsigned long long h = hash_outputs(ctx, outs, d_hash);
+        if (i == 0) first = h;
+        if (h == first) plan->candidates[kept++] = plan->candidates[i];
+        else lt.stats.candidates_rejected++;
+    }
+    gpu_free(d_hash);
+    return kept;
 }
 
 static void autotune(const GpuContext *ctx, Plan *plan, const floatX *A, const floatX *B,
-                     float beta, floatX *D) {
+                     float beta, floatX *D, const void *bias, const void *aux) {
     plan->tuned = 1;
     cudaStreamCaptureStatus capturing;
     CUDA_CHECK(cudaStreamIsCapturing(ctx->stream, &capturing));
     if (capturing != cudaStreamCaptureStatusNone || plan->num_candidates < 2) return;
-    const size_t d_bytes = (size_t)plan->key.ldc * plan->key.n * sizeof(floatX);
+    const GemmOutputs outs = outputs_of(plan, D, bias, aux);
     floatX *saved = NULL;
     if (beta != 0.0f) {
-        saved = (floatX *)gpu_malloc(d_bytes, "a GEMM's output, kept while its kernels are timed");
-        CUDA_CHECK(cudaMemcpyAsync(saved, D, d_bytes, cudaMemcpyDeviceToDevice, ctx->stream));
+        saved = (floatX *)gpu_malloc(outs.bytes[0], "a GEMM's output, kept while its kernels are tried");
+        gpu_memcpy_async(ctx, saved, D, outs.bytes[0], cudaMemcpyDeviceToDevice,
+                         "copy (a GEMM's output kept for its trials)");
     }
-    cudaEvent_t start, stop;
-    CUDA_CHECK(cudaEventCreate(&start));
-    CUDA_CHECK(cudaEventCreate(&stop));
+    plan->num_candidates = keep_same_bits(ctx, plan, A, B, beta, D, saved, &outs);
+    int l2_bytes = 0;
+    CUDA_CHECK(cudaDeviceGetAttribute(&l2_bytes, cudaDevAttrL2CacheSize, ctx->device));
+    const size_t flush_bytes = 2 * (size_t)l2_bytes;
+    void *flush = gpu_malloc(flush_bytes, "a buffer that flushes the L2 cache");
     float best = INFINITY;
-    for (int i = 0; i < plan->num_candidates; i++) {
-        const cublasLtMatmulAlgo_t *algo = &plan->candidates[i];
-        const float ms = time_candidate(ctx, plan, algo, A, B, beta, D, start, stop);
+    for (int i = 0; plan->num_candidates > 1 && i < plan->num_candidates; i++) {
+        const float ms = median_ms(ctx, plan, &plan->candidates[i], A, B, beta, D, flush,
+                                   flush_bytes);
         if (ms < best) best = ms, plan->algo = plan->candidates[i];
     }
-    CUDA_CHECK(cudaEventDestroy(start));
-    CUDA_CHECK(cudaEventDestroy(stop));
+    gpu_free(flush);
+    lt.stats.plans_tuned++;
     if (saved) {
-        CUDA_CHECK(cudaMemcpyAsync(D, saved, d_bytes, cudaMemcpyDeviceToDevice, ctx->stream));
-        gpu_stream_sync(ctx, "a GEMM's output put back after timing");
+        gpu_memcpy_async(ctx, D, saved, outs.bytes[0], cudaMemcpyDeviceToDevice,
+                         "copy (a GEMM's output put back after its trials)");
+        gpu_stream_sync(ctx, "a GEMM's output put back after its trials");
         gpu_free(saved);
     }
 }
 // ANCHOR_END: autotune
+
+extern "C" size_t matmul_lt_workspace_bytes(void) { return WORKSPACE_BYTES; }
+
+extern "C" MatmulLtStats matmul_lt_stats(void) {
+    MatmulLtStats s = lt.stats;
+    s.plans_cached = lt.num_plans;
+    return s;
+}
 
 // D = op(A) op(B) (+ beta D), column-major, with the epilogue of the key;
 // bias and aux are the epilogue's vectors (or NULL).
@@ -226,7 +408,7 @@ static void lt_gemm(const GpuContext *ctx, PlanKey key, const floatX *A, const f
     Plan *plan = plan_for(&key);
     if (bias) set_desc(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias);
     if (aux) set_desc(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof aux);
-    if (key.autotune && !plan->tuned) autotune(ctx, plan, A, B, beta, D);
+    if (key.autotune && !plan->tuned) autotune(ctx, plan, A, B, beta, D, bias, aux);
     const float alpha = 1.0f;
     CUBLAS_CHECK(cublasLtMatmul(lt.handle, plan->desc, &alpha, A, plan->a, B, plan->b, &beta, D,
                                 plan->c, D, plan->c, &plan->algo, lt.workspace, WORKSPACE_BYTES,
@@ -249,22 +431,36 @@ static void lt_gemm(const GpuContext *ctx, PlanKey key, const floatX *A, const f
 
 static int padded_width(int OC) { return (OC + PAD_TO - 1) / PAD_TO * PAD_TO; }
 
-// The weight (OC, C) copied into the first OC rows of a (OCp, C) buffer whose
-// other rows are zero. Buffers allocated once, at the largest size seen.
-static floatX *pad_weight(const GpuContext *ctx, const floatX *weight, int OC, int C) {
-    const size_t n = (size_t)padded_width(OC) * C;
-    if (n > lt.padded_elements) {
-        gpu_free(lt.padded_weight), gpu_free(lt.padded_dweight);
-        lt.padded_weight = (floatX *)gpu_malloc(n * sizeof(floatX), "a padded GEMM weight");
-        lt.padded_dweight = (floatX *)gpu_malloc(n * sizeof(floatX), "a padded GEMM dweight");
-        lt.padded_elements = n;
-    }
+extern "C" size_t matmul_lt_padded_weight_bytes(int OC, int C) {
+    return OC % PAD_TO == 0 ? 0 : (size_t)padded_width(OC) * C * sizeof(floatX);
+}
+
+// The buffers of the shape (OC, C), made on its first use and kept (see
+// PaddedWeight): the padding rows of neither are ever written but here.
+static PaddedWeight *padded_buffers(int OC, int C) {
+    for (int i = 0; i < lt.num_padded; i++)
+        if (lt.padded[i].OC == OC && lt.padded[i].C == C) return &lt.padded[i];
+    if (lt.num_padded == MAX_PADDED_SHAPES)
+        die("matmul_v2: more than %d weight shapes need padding to a multiple of %d",
+            MAX_PADDED_SHAPES, PAD_TO);
+    PaddedWeight *p = &lt.padded[lt.num_padded++];
+    const size_t bytes = (size_t)padded_width(OC) * C * sizeof(floatX);
+    p->OC = OC, p->C = C;
+    p->weight = (floatX *)gpu_malloc(bytes, "a padded GEMM weight");
+    p->dweight = (floatX *)gpu_malloc(bytes, "a padded GEMM dweight");
+    return p;
+}
+
+// The weight (OC, C) copied into the first OC rows of its shape's (OCp, C)
+// buffer, whose other rows are zero.
+static PaddedWeight *pad_weight(const GpuContext *ctx, const floatX *weight, int OC, int C) {
+    PaddedWeight *p = padded_buffers(OC, C);
     const size_t real = (size_t)OC * C * sizeof(floatX);
-    gpu_memcpy_async(ctx, lt.padded_weight, weight, real, cudaMemcpyDeviceToDevice,
+    const size_t all = (size_t)padded_width(OC) * C * sizeof(floatX);
+    gpu_memcpy_async(ctx, p->weight, weight, real, cudaMemcpyDeviceToDevice,
                      "copy (weight into padded rows)");
-    gpu_zero(ctx, (char *)lt.padded_weight + real, n * sizeof(floatX) - real,
-             "memset (padding rows of a weight)");
-    return lt.padded_weight;
+    gpu_zero(ctx, (char *)p->weight + real, all - real, "memset (padding rows of a weight)");
+    return p;
 }
 
 // dweight (OC, C) += the first OC rows of the padded gradient.
@@ -282,7 +478,7 @@ extern "C" void matmul_forward_v2(const GpuContext *ctx, floatX *out, floatX *pr
         if (bias || ld < padded_width(OC))
             die("matmul_forward_v2: OC = %d needs padding: no bias, and ld >= %d", OC,
                 padded_width(OC));
-        weight = pad_weight(ctx, weight, OC, C);
+        weight = pad_weight(ctx, weight, OC, C)->weight;
         OC = padded_width(OC);
     }
     // out^T (OC x BT) = weight (OC x C) @ inp^T (C x BT), as matmul_forward_v1.
@@ -330,8 +526,9 @@ extern "C" void matmul_backward_v2(const GpuContext *ctx, floatX *dinp, floatX *
         if (dbias || pre_gelu || ld < padded_width(OC))
             die("matmul_backward_v2: OC = %d needs padding: no bias, no GELU, ld >= %d", OC,
                 padded_width(OC));
-        weight = pad_weight(ctx, weight, OC, C);
-        dweight = lt.padded_dweight;
+        PaddedWeight *padded = pad_weight(ctx, weight, OC, C);
+        weight = padded->weight;
+        dweight = padded->dweight;
         OC = padded_width(OC);
     }
     // dinp^T (C x BT) = weight^T (C x OC) @ dout^T (OC x BT), beta = 0; with
@@ -363,15 +560,10 @@ extern "C" void matmul_backward_v2(const GpuContext *ctx, floatX *dinp, floatX *
 // ANCHOR_END: matmul_backward_v2
 
 extern "C" void matmul_lt_release(void) {
-    for (int i = 0; i < lt.num_plans; i++) {
-        Plan *p = &lt.plans[i];
-        CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(p->a));
-        CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(p->b));
-        CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(p->c));
-        CUBLAS_CHECK(cublasLtMatmulDescDestroy(p->desc));
-    }
+    for (int i = 0; i < lt.num_plans; i++) destroy_plan(&lt.plans[i]);
     if (lt.handle) CUBLAS_CHECK(cublasLtDestroy(lt.handle));
     gpu_free(lt.workspace);
-    gpu_free(lt.padded_weight), gpu_free(lt.padded_dweight);
+    for (int i = 0; i < lt.num_padded; i++)
+        gpu_free(lt.padded[i].weight), gpu_free(lt.padded[i].dweight);
     memset(&lt, 0, sizeof lt);
 }

@@ -23,13 +23,19 @@
 // Each distinct GEMM (shape, strides, epilogue, alignments) gets its cuBLASLt
 // descriptors and its algorithm, chosen by cuBLASLt's heuristic, the first
 // time it runs; every later call reuses them from a cache (a model runs a
-// handful of shapes thousands of times). The workspace is 32 MiB, allocated
-// once.
+// handful of shapes thousands of times). The cache holds 128 plans; a new
+// shape beyond them evicts the plan used longest ago. The workspace is 32
+// MiB, allocated once; so is each padded weight's copy (below), per shape,
+// kept until matmul_lt_release so that a captured CUDA graph's pointers
+// stay valid.
 //
 // Chapter 11 (ctx->gemm_autotune): the algorithm is instead the fastest of the
-// heuristic's first eight that do not split K, timed on the first call's own
-// operands (matmul_lt.cu, autotune). Those kernels add each output's products
-// in the same order, so the choice changes the time, not the bits.
+// heuristic's first eight whose attributes say they add each output's
+// products in the heuristic's first's order (no split of K, no reduction,
+// the same instruction and accumulator), of those whose outputs on the first
+// call's operands have the first's bits, timed on those operands (median of
+// nine runs, each after an L2 flush; matmul_lt.cu, autotune). So the choice
+// changes the time, and on the first call's operands provably not the bits.
 #ifndef MATMUL_LT_H
 #define MATMUL_LT_H
 
@@ -65,9 +71,25 @@ void matmul_backward_v2(const GpuContext *ctx, floatX *dinp, floatX *dweight, fl
                         const floatX *weight, const floatX *pre_gelu, int B, int T, int C, int OC,
                         int ld);
 
-// Frees the cached descriptors, the handle and the workspace (at exit; the
-// next call builds them again).
+// Frees the cached descriptors, the handle, the workspace and the padded
+// weights (at exit; the next call builds them again).
 void matmul_lt_release(void);
+
+// Device bytes held beside the model: the workspace, and for a weight of
+// (OC, C) whose OC is not a multiple of 8, each of its two padded copies
+// (0 when none is needed).
+size_t matmul_lt_workspace_bytes(void);
+size_t matmul_lt_padded_weight_bytes(int OC, int C);
+
+// What the cache has done since the last release: for tests and reports.
+typedef struct {
+    int plans_cached;                 // plans held now (at most 128)
+    long long plans_made;             // made in all, evicted ones too
+    long long evictions;              // plans dropped to make room
+    long long plans_tuned;            // shapes whose first call timed candidates
+    long long candidates_rejected;    // candidates dropped for different bits
+} MatmulLtStats;
+MatmulLtStats matmul_lt_stats(void);
 
 #ifdef __cplusplus
 }

@@ -136,17 +136,66 @@ Test(kernels_matmul_lt, padding_columns_are_zero) {
     free(out);
 }
 
+// ---- the plan cache ------------------------------------------------------------------
+// More shapes than the cache holds (sampling once made a shape per token):
+// the plans used longest ago give way, and every GEMM is still right,
+// including one whose plan was evicted and is made again.
+Test(kernels_matmul_lt, a_full_cache_evicts_and_stays_right) {
+    enum { SHAPES = 140 };
+    for (int t = 1; t <= SHAPES; t++) check_forward((Case){1, t, 72, 216, 216, 1, 0}, 100 + t);
+    MatmulLtStats st = matmul_lt_stats();
+    cr_assert_eq(st.plans_cached, 128, "plans held: %d", st.plans_cached);
+    cr_assert_eq(st.evictions, SHAPES - 128, "evictions: %lld", st.evictions);
+    check_forward((Case){1, 1, 72, 216, 216, 1, 0}, 1000);  // evicted first, made again
+    cr_assert_eq(matmul_lt_stats().evictions, SHAPES - 127);
+}
+
+// A padded weight's copy keeps its place once made: a CUDA graph captured
+// with it still runs right after a larger padded shape has come and gone
+// (each copy used to be freed and made again at the largest size seen).
+Test(kernels_matmul_lt, a_captured_padded_gemm_survives_a_larger_shape) {
+    const int B = 2, T = 16, C = 1024, OC = 1001, ld = 1008, BIG = 3001, BIG_LD = 3008;
+    const size_t BT = (size_t)B * T;
+    Rng rng;
+    rng_seed(&rng, 11);
+    float *inp = gt_random_x(BT * C, -1, 1, &rng), *w = gt_random_x((size_t)OC * C, -1, 1, &rng);
+    float *want = xmalloc(BT * OC * sizeof(float));
+    cpu_matmul_forward(want, inp, w, NULL, B, T, C, OC);
+    floatX *d_inp = gt_upload_x(inp, BT * C), *d_w = gt_upload_x(w, (size_t)OC * C);
+    floatX *d_out = gt_device_poisoned_x(BT * ld);
+    gt_ctx.sync_after_launch = 0;  // a capture may not wait
+    matmul_forward_v2(&gt_ctx, d_out, NULL, d_inp, d_w, NULL, B, T, C, OC, ld);  // makes the plan
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    CUDA_CHECK(cudaStreamBeginCapture(gt_ctx.stream, cudaStreamCaptureModeThreadLocal));
+    matmul_forward_v2(&gt_ctx, d_out, NULL, d_inp, d_w, NULL, B, T, C, OC, ld);
+    CUDA_CHECK(cudaStreamEndCapture(gt_ctx.stream, &graph));
+    CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+    floatX *big_out = gt_device_poisoned_x(BT * BIG_LD);
+    matmul_forward_v2(&gt_ctx, big_out, NULL, d_inp,
+                      gt_upload_x(gt_random_x((size_t)BIG * C, -1, 1, &rng), (size_t)BIG * C),
+                      NULL, B, T, C, BIG, BIG_LD);
+    CUDA_CHECK(cudaMemsetAsync(d_out, 0xff, BT * ld * sizeof(floatX), gt_ctx.stream));
+    CUDA_CHECK(cudaGraphLaunch(exec, gt_ctx.stream));
+    gpu_stream_sync(&gt_ctx, "the replayed GEMM");
+    gt_compare("replayed padded GEMM", dense(gt_download_x(d_out, BT * ld), BT, OC, ld), want,
+               BT * OC, MATMUL_TOL);
+    CUDA_CHECK(cudaGraphExecDestroy(exec));
+    CUDA_CHECK(cudaGraphDestroy(graph));
+}
+
 // ---- chapter 11: autotuned plans ---------------------------------------------------
 // The same GEMMs with ctx->gemm_autotune on: the kernel picked by timing
 // adds in the heuristic's order (matmul_lt.h), so every output has the
 // first's bits, including dweight and dbias, which accumulate onto values
 // the trial runs must leave as they found them. GPT-2's MLP shapes at a
-// small batch, where cuBLASLt offers several candidates.
-static void run_mlp_gemms(int autotune, float *outs[5]) {
+// small batch, where cuBLASLt offers several candidates. The bits are
+// checked on the operands the plans were tuned on, and again on others.
+static void run_mlp_gemms(int autotune, uint64_t seed, float *outs[5]) {
     enum { B = 4, T = 256, C = 768, OC = 3072 };
     const size_t BT = (size_t)B * T, NI = BT * C, NO = BT * OC, NW = (size_t)OC * C;
     Rng rng;
-    rng_seed(&rng, 42);
+    rng_seed(&rng, seed);
     float *inp = gt_random_x(NI, -1, 1, &rng), *w = gt_random_x(NW, -1, 1, &rng);
     float *bias = gt_random_x(OC, -1, 1, &rng), *dout = gt_random_x(NO, -1, 1, &rng);
     float *dw0 = gt_random_x(NW, -1, 1, &rng), *db0 = gt_random_x(OC, -1, 1, &rng);
@@ -165,11 +214,23 @@ static void run_mlp_gemms(int autotune, float *outs[5]) {
     outs[4] = gt_download_x(d_db, OC);
 }
 
-Test(kernels_matmul_lt, autotuned_plans_compute_the_same_bits) {
+static void assert_mlp_identical(float *tuned[5], float *plain[5], const char *which) {
     const size_t n[5] = {4 * 256 * 3072, 4 * 256 * 3072, 4 * 256 * 768, 3072 * 768, 3072};
     const char *names[5] = {"gelu(out)", "pre_gelu", "dinp", "dweight (+=)", "dbias (+=)"};
+    char what[96];
+    for (int i = 0; i < 5; i++) {
+        snprintf(what, sizeof what, "%s, %s", names[i], which);
+        gt_assert_identical(what, tuned[i], plain[i], n[i]);
+    }
+}
+
+Test(kernels_matmul_lt, autotuned_plans_compute_the_same_bits) {
     float *plain[5], *tuned[5];
-    run_mlp_gemms(0, plain);
-    run_mlp_gemms(1, tuned);
-    for (int i = 0; i < 5; i++) gt_assert_identical(names[i], tuned[i], plain[i], n[i]);
+    run_mlp_gemms(0, 42, plain);
+    run_mlp_gemms(1, 42, tuned);
+    cr_assert(matmul_lt_stats().plans_tuned > 0, "no shape had candidates to time");
+    assert_mlp_identical(tuned, plain, "the operands they were tuned on");
+    run_mlp_gemms(0, 43, plain);
+    run_mlp_gemms(1, 43, tuned);
+    assert_mlp_identical(tuned, plain, "other operands");
 }
