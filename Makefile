@@ -28,6 +28,7 @@ NVCC      ?= $(CUDA_HOME)/bin/nvcc
 HAVE_NVCC := $(shell command -v $(NVCC) >/dev/null 2>&1 && echo 1)
 CUDA_HOST_SRCS := common/activations.c common/check_state.c common/floatx_host.c \
                   common/data_workers.c common/gpt2_gpu.c common/gpu_ops.c common/loss_readback.c \
+                  common/memory_plan.c \
                   common/step_graph.c common/train_gpu.c \
                   $(wildcard solutions/03_sync_avoidance/loss_readback.c \
                              exercises/03_sync_avoidance/loss_readback.c)
@@ -53,18 +54,41 @@ TOOLS     := $(TOOL_SRCS:tools/%.c=$(BUILD)/%)
 PROGRAMS := $(BUILD)/train_gpt2_cpu $(if $(HAVE_NVCC),$(BUILD)/train_gpt2_fp32 $(BUILD)/train_gpt2_bf16) \
             $(TOOLS)
 
-# kernels/: CUDA, compiled by nvcc for Hopper (sm_90) into one library that C
-# code reaches through the extern "C" launchers declared in kernels/*.h.
-CUDA_ARCH ?= -gencode arch=compute_90,code=sm_90
+# kernels/: CUDA, compiled by nvcc into one library that C code reaches
+# through the extern "C" launchers declared in kernels/*.h, for one GPU
+# architecture: GPU_ARCH, the compute capability without its dot (80: A100,
+# 86: RTX 3090, 89: L4 and RTX 4090, 90: H100 and H200, 100 and 120:
+# Blackwell). By default the GPU present, as nvidia-smi reports it; without
+# one, 90. Every chapter runs from 80 on (bf16 and TF32 need it). The
+# machine code is for that GPU alone, with its PTX beside it, which the
+# driver compiles for a newer GPU at the first run.
+#   make GPU_ARCH=80     for an A100, on a machine without one
+GPU_PRESENT := $(shell nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | \
+                 head -1 | tr -d '. ')
+GPU_ARCH  ?= $(or $(GPU_PRESENT),90)
+CUDA_ARCH ?= -gencode arch=compute_$(GPU_ARCH),code=[sm_$(GPU_ARCH),compute_$(GPU_ARCH)]
 NVCCFLAGS ?= -O3 -g -lineinfo
-NVCCFLAGS += $(CUDA_ARCH) -std=c++17 -Icommon -Ikernels -Xcompiler -Wall,-Wextra \
-             --Werror all-warnings -MMD -MP
+NVCCFLAGS += $(CUDA_ARCH) -DGPU_BUILD_ARCH=$(GPU_ARCH) -std=c++17 -Icommon -Ikernels \
+             -Xcompiler -Wall,-Wextra --Werror all-warnings -MMD -MP
 KERNEL_SRCS := $(wildcard kernels/*.cu)
-# Hopper's warpgroup products (wgmma) exist on sm_90a only: the one file that
-# uses them is built for it (the H100 and H200 run sm_90 and sm_90a code alike).
+# Hopper's warpgroup products (wgmma) exist on sm_90a only, code that runs on
+# compute capability 9.0 and on no other: for GPU_ARCH=90 the one file that
+# uses them is built for it, with WITH_WGMMA defined, and the context tells
+# the launchers whether the GPU present runs it (gpu_context.h: hopper).
+# Elsewhere that file's launchers are stubs that say what they need.
+ifeq ($(GPU_ARCH),90)
 HOPPER_ARCH := -gencode arch=compute_90a,code=sm_90a
+NVCCFLAGS += -DWITH_WGMMA
 $(BUILD)/obj/kernels/attention_flash_hopper.o $(BUILD)/obj_bf16/kernels/attention_flash_hopper.o: \
   CUDA_ARCH := $(HOPPER_ARCH)
+endif
+# The architecture the objects were built for: a new GPU_ARCH rebuilds them
+# (every .o of nvcc depends on this stamp, as the exercises' archives do on
+# theirs).
+ARCH_STAMP := $(BUILD)/gpu_arch
+$(shell mkdir -p $(BUILD) && [ "$$(cat $(ARCH_STAMP) 2>/dev/null)" = "$(GPU_ARCH)" ] \
+        || echo "$(GPU_ARCH)" > $(ARCH_STAMP))
+$(ARCH_STAMP): ;
 KERNEL_OBJS := $(KERNEL_SRCS:%.cu=$(BUILD)/obj/%.o)
 LIBKERNELS  := $(BUILD)/libkernels.a
 CUDA_LIBS   := -L$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lcudart -lstdc++ -ldl -lpthread -lrt
@@ -110,7 +134,7 @@ $(BUILD)/train_gpt2_fp32: $(BUILD)/obj/common/train_gpt2.o $(LIBKERNELS) $(LIBCO
 $(BUILD)/%: $(BUILD)/obj/tools/%.o $(LIBCOMMON)
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
-$(BUILD)/obj/%.o: %.cu
+$(BUILD)/obj/%.o: %.cu $(ARCH_STAMP)
 	$(NVCC_CHECK)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@
@@ -128,6 +152,20 @@ $(CPU_TESTS): $(CPU_TEST_OBJS) $(LIBCOMMON)
 	$(CC) $(CFLAGS) $^ -o $@ -lcriterion $(LDLIBS)
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
+
+# make check-gpu-archs: the build for each GPU_ARCH of GPU_ARCHS_CHECKED
+# (the A100's 80 and the L4's and RTX 4090's 89 by default) compiles and
+# links, each in a folder of its own, build/smNN/: no GPU needed (CI runs it).
+# The Hopper build is the default one, GPU_ARCH=90, where no GPU is present.
+GPU_ARCHS_CHECKED ?= 80 89
+.PHONY: check-gpu-archs
+check-gpu-archs:
+	@if [ "$(HAVE_NVCC)" != 1 ]; then echo "check-gpu-archs: $(GPU_SKIPPED)"; exit 0; fi; \
+	for a in $(GPU_ARCHS_CHECKED); do \
+	  $(MAKE) --no-print-directory BUILD=$(BUILD)/sm$$a GPU_ARCH=$$a \
+	    $(BUILD)/sm$$a/train_gpt2_fp32 $(BUILD)/sm$$a/train_gpt2_bf16 >$(BUILD)/sm$$a.log 2>&1 \
+	    || { tail -20 $(BUILD)/sm$$a.log; echo "check-gpu-archs: sm_$$a: FAILED"; exit 1; }; \
+	  echo "check-gpu-archs: sm_$$a: both trainers compile and link"; done
 
 # ---- data ----------------------------------------------------------------
 # Raw files come from $DATA_MIRROR when set, else from their canonical
@@ -203,8 +241,13 @@ endif
 # Criterion's summary does not count skipped tests, so list them: without a
 # GPU every GPU test must say SKIP, never pass in silence.
 gpu-tests-run: $(GPU_TESTS)
-	set -o pipefail; $(GPU_TESTS) --jobs 1 --verbose 2>&1 | grep -v '^\[RUN \]'
-	set -o pipefail; $(GPU_TESTS_BF16) --jobs 1 --verbose 2>&1 | grep -v '^\[RUN \]'
+	@for t in $(GPU_TESTS) $(GPU_TESTS_BF16); do \
+	  echo "$$t --jobs 1 --verbose"; \
+	  set -o pipefail; $$t --jobs 1 --verbose 2>&1 | tee $(BUILD)/tests/last.log | grep -v '^\[RUN \]' \
+	    || exit 1; \
+	  echo "$$t: $$(grep -c '^\[SKIP\]' $(BUILD)/tests/last.log) tests skipped" \
+	       "(Criterion's synthesis above counts only the tests that ran)"; \
+	done
 
 # On a GPU machine: every GPU test of both builds, then compute-sanitizer's
 # memcheck and racecheck over both builds' kernel and exercise tests.
@@ -214,13 +257,14 @@ gpu-tests-run: $(GPU_TESTS)
 SANITIZED_TESTS := '@(kernels|exercise)*/*'
 RACECHECKED_TESTS := '@(kernels|exercise)*/!(autotuned*)'
 # ANCHOR: test_gpu
+COMPUTE_SANITIZER ?= $(CUDA_HOME)/bin/compute-sanitizer
 test-gpu: $(GPU_TESTS)
 	$(GPU_TESTS) --jobs 1
 	$(GPU_TESTS_BF16) --jobs 1
 	for t in $(GPU_TESTS) $(GPU_TESTS_BF16); do \
-	  compute-sanitizer --tool memcheck --error-exitcode 1 $$t --jobs 1 --filter $(SANITIZED_TESTS) \
-	    || exit 1; \
-	  compute-sanitizer --tool racecheck --error-exitcode 1 $$t --jobs 1 \
+	  $(COMPUTE_SANITIZER) --tool memcheck --error-exitcode 1 $$t --jobs 1 \
+	    --filter $(SANITIZED_TESTS) || exit 1; \
+	  $(COMPUTE_SANITIZER) --tool racecheck --error-exitcode 1 $$t --jobs 1 \
 	    --filter $(RACECHECKED_TESTS) || exit 1; done
 # ANCHOR_END: test_gpu
 
@@ -229,8 +273,14 @@ test-cpu: $(CPU_TESTS) $(PROGRAMS) $(SHAKESPEARE)
 	OMP_NUM_THREADS=1 DATA_DIR=$(DATA) $(CPU_TESTS) --jobs 2
 
 # tests/shell/: the set-up scripts' own tests (bash; tests/shell/lib.sh).
+# The first-run tests hold GPU memory with tests/tools/gpu_ballast.c, so
+# that a chapter meets a card of 10, 16 or 24 GiB.
 SHELL_TESTS := $(wildcard tests/shell/test_*.sh)
-test-shell: $(PROGRAMS) $(SHAKESPEARE)
+BALLAST := $(if $(HAVE_NVCC),$(BUILD)/tests/gpu_ballast)
+$(BUILD)/tests/gpu_ballast: tests/tools/gpu_ballast.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $< -o $@ -L$(CUDA_HOME)/lib64 -lcudart
+test-shell: $(PROGRAMS) $(SHAKESPEARE) $(BALLAST)
 	@for t in $(SHELL_TESTS); do bash $$t || exit 1; done
 
 # Tokenizer throughput on TinyShakespeare (target: >= 5 MB/s on one core).
@@ -549,7 +599,7 @@ $(BF16_OBJ)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -DPRECISION_BF16 -c $< -o $@
 
-$(BF16_OBJ)/%.o: %.cu
+$(BF16_OBJ)/%.o: %.cu $(ARCH_STAMP)
 	$(NVCC_CHECK)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -DPRECISION_BF16 -c $< -o $@

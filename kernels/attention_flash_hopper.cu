@@ -15,13 +15,14 @@
 //   - before the tensor cores read a tile the threads copied in, each
 //     thread fences its copies to the tensor cores' path (fence_proxy_async).
 // The online softmax, the masks, D, and the stores are attention_tiles.cuh's.
-// Built for sm_90a (Makefile): the H100 and H200 only.
+// Built for sm_90a (Makefile, GPU_ARCH=90, which defines WITH_WGMMA): code
+// that runs on the H100 and H200 only. Other builds get launchers that say so.
 #include <math.h>
 
 #include "attention_flash.h"
 #include "util.h"
 
-#ifdef PRECISION_BF16
+#if defined(PRECISION_BF16) && defined(WITH_WGMMA)
 #include "attention_tiles.cuh"
 #include "wgmma.cuh"
 
@@ -315,13 +316,24 @@ extern "C" void attention_backward_v3(const GpuContext *ctx, floatX *dqkv, float
     gpu_check_launch(ctx, "flash_attention_backward_dq_wgmma_kernel");
 }
 
-#else  // the fp32 build
+#else  // the fp32 build, or a build for a GPU other than compute capability 9.0
+
+// Why there are no wgmma kernels in this build.
+static const char *without_wgmma(void) {
+#ifndef PRECISION_BF16
+    return "flash attention runs on bf16 tensor cores: the bf16 build's (chapter 05, "
+           "--flash-attention)";
+#else
+    return "the wgmma kernels run on compute capability 9.0 only (H100, H200), and this "
+           "build is for another GPU (make GPU_ARCH=90 builds them; attention_forward_v2 "
+           "runs everywhere)";
+#endif
+}
 
 extern "C" void attention_forward_v3(const GpuContext *ctx, floatX *out, float *lse,
                                      const floatX *qkv, int B, int T, int C, int NH) {
     (void)ctx, (void)out, (void)lse, (void)qkv, (void)B, (void)T, (void)C, (void)NH;
-    die("attention_forward_v3: flash attention runs on bf16 tensor cores: the bf16 build's "
-        "(chapter 05, --flash-attention)");
+    die("attention_forward_v3: %s", without_wgmma());
 }
 
 extern "C" void attention_backward_v3(const GpuContext *ctx, floatX *dqkv, float *scratch,
@@ -329,8 +341,7 @@ extern "C" void attention_backward_v3(const GpuContext *ctx, floatX *dqkv, float
                                       const float *lse, int B, int T, int C, int NH) {
     (void)ctx, (void)dqkv, (void)scratch, (void)dout, (void)out, (void)qkv, (void)lse;
     (void)B, (void)T, (void)C, (void)NH;
-    die("attention_backward_v3: flash attention runs on bf16 tensor cores: the bf16 build's "
-        "(chapter 05, --flash-attention)");
+    die("attention_backward_v3: %s", without_wgmma());
 }
 
 #endif

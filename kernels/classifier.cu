@@ -3,6 +3,7 @@
 
 #include "classifier.h"
 #include "reduce.cuh"
+#include "sm_limits.cuh"
 #include "softmax_crossentropy.h"
 #include "util.h"
 #include "vec.cuh"
@@ -96,10 +97,11 @@ __global__ void __launch_bounds__(CLASSIFIER_THREADS)
 // KB, 53 MB in flight) do not fit, and there v3 saves a read of the logits.
 // The arithmetic is v2's, thread for thread and in the same order, with the
 // same 1024 threads (so the same reduction tree): the results are v2's, bit
-// for bit. 2 such blocks fill an SM (2048 threads; the launch bound keeps
-// them to 32 registers) and their 2 bf16 rows fit its 228 KB. 512 threads
-// would fit no more rows, so half the threads, and would change the bits.
-__global__ void __launch_bounds__(CLASSIFIER_THREADS, 2)
+// for bit. 2 such blocks fill an SM of 2048 threads (the launch bound keeps
+// them to 32 registers) and their 2 bf16 rows fit the H100's 228 KB; an SM
+// of 1536 threads (sm_limits.cuh) holds one. 512 threads would fit no more
+// rows, so half the threads, and would change the bits.
+__global__ void __launch_bounds__(CLASSIFIER_THREADS, SM_MAX_THREADS / CLASSIFIER_THREADS)
     classifier_fused_kernel_v3(float *losses, floatX *logits, const int32_t *targets, int V,
                                int ld, float dloss) {
     extern __shared__ int4 smem[];  // int4: 16-byte aligned, for load_vec

@@ -31,14 +31,60 @@ extern "C" int gpu_device_count(void) {
     return n;
 }
 
+// ANCHOR: device_checks
+// A kernel that does nothing: whether the driver finds code for the device
+// in this build is asked of it.
+__global__ void build_probe_kernel(void) {}
+
+// The GPU must be one the code runs on: compute capability 8.0 at least
+// (bf16 and TF32 tensor cores, cp.async), and covered by this build, which
+// holds machine code for GPU_BUILD_ARCH and PTX that the driver compiles for
+// a newer GPU, never an older one.
+static void check_device_runs_build(int device, int major, int minor) {
+    struct cudaDeviceProp prop;
+    CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+    const char *name = prop.name;
+    if (major < 8) {
+        fprintf(stderr, "error: GPU %d (%s) has compute capability %d.%d: every chapter needs "
+                        "8.0 or newer (bf16 and TF32 tensor cores, cp.async): an A100, A10, L4, "
+                        "RTX 30 or 40 series, H100 or newer\n", device, name, major, minor);
+        exit(1);
+    }
+    cudaFuncAttributes attr;
+    const cudaError_t err = cudaFuncGetAttributes(&attr, build_probe_kernel);
+    if (err == cudaSuccess) return;
+    (void)cudaGetLastError();
+    fprintf(stderr, "error: this build is for compute capability %d.%d (GPU_ARCH=%d), and GPU %d "
+                    "(%s) is %d.%d: %s. Rebuild for it: `make clean && make` builds for the GPU "
+                    "present, or make GPU_ARCH=%d%d\n", GPU_BUILD_ARCH / 10, GPU_BUILD_ARCH % 10,
+            GPU_BUILD_ARCH, device, name, major, minor, cudaGetErrorString(err), major, minor);
+    exit(1);
+}
+
+// Hopper's own kernels (wgmma, sm_90a: attention_forward_v3) run where the
+// build has them and the GPU is 9.0, unless GPT2_PORTABLE_KERNELS=1 asks for
+// the kernels every GPU runs (v2), as the tests do to run those on a Hopper.
+static int runs_hopper_kernels(int major, int minor) {
+#ifdef WITH_WGMMA
+    const char *portable = getenv("GPT2_PORTABLE_KERNELS");
+    return major == 9 && minor == 0 && !(portable && !strcmp(portable, "1"));
+#else
+    (void)major, (void)minor;
+    return 0;
+#endif
+}
+// ANCHOR_END: device_checks
+
 extern "C" void gpu_context_init(GpuContext *ctx, int device) {
     memset(ctx, 0, sizeof *ctx);
     ctx->device = device;
     CUDA_CHECK(cudaSetDevice(device));
     CUDA_CHECK(cudaDeviceGetAttribute(&ctx->sm_count, cudaDevAttrMultiProcessorCount, device));
-    int major = 0;
+    int major = 0, minor = 0;
     CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-    ctx->hopper = major == 9;
+    CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+    check_device_runs_build(device, major, minor);
+    ctx->hopper = runs_hopper_kernels(major, minor);
     // A blocking stream (not cudaStreamNonBlocking): plain cudaMemcpy and
     // cudaMemset, which run on the legacy default stream, stay ordered with
     // our kernels. Chapter 08 brings streams that overlap on purpose.

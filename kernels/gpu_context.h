@@ -26,7 +26,11 @@ extern "C" {
 typedef struct {
     int device;            // the CUDA device this context runs on
     int sm_count;          // its streaming multiprocessors, for reports
-    int hopper;            // 1 on compute capability 9.x (H100, H200): wgmma's sm_90a code runs
+    // 1 where Hopper's own kernels run (wgmma, sm_90a code: chapter 05's
+    // attention_forward_v3): a GPU of compute capability 9.0 (H100, H200), a
+    // build that has them (GPU_ARCH=90), and GPT2_PORTABLE_KERNELS not set to
+    // 1 in the environment (which runs the kernels of every GPU instead).
+    int hopper;
     cudaStream_t stream;   // every launcher and cuBLAS call runs on it
     cublasHandle_t cublas; // bound to `stream`
     // The two chapter switches that change how every launch is made rather
@@ -47,7 +51,8 @@ typedef struct {
 
 // Binds the context to `device`, creates its stream and cuBLAS handle, and
 // sets chapter 00's launch settings: sync_after_launch = 1, tensor_cores = 0,
-// gemm_autotune = 0.
+// gemm_autotune = 0. Exits, saying why, on a GPU older than compute
+// capability 8.0 or one this build has no code for (the Makefile's GPU_ARCH).
 void gpu_context_init(GpuContext *ctx, int device);
 void gpu_context_free(GpuContext *ctx);
 

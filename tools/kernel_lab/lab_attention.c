@@ -58,14 +58,15 @@ static const struct {
     int tensor_cores;      // the context's switch: in the fp32 build, chapter 01's TF32 GEMMs
     AttentionForward fwd;  // NULL: the chapter's slots
     AttentionBackward bwd;
+    int hopper;            // wgmma's sm_90a code: where the context runs it (ctx.hopper)
 } VERSIONS[] = {
 #ifdef PRECISION_BF16
-    {"v1 eager", 2, 1, NULL, NULL},
-    {"v2 flash mma", 5, 1, forward_v2, backward_v2},
-    {"v3 flash wgmma", 5, 1, forward_v3, backward_v3},
+    {"v1 eager", 2, 1, NULL, NULL, 0},
+    {"v2 flash mma", 5, 1, forward_v2, backward_v2, 0},
+    {"v3 flash wgmma", 5, 1, forward_v3, backward_v3, 1},
 #else
-    {"v1 eager fp32", 0, 0, NULL, NULL},
-    {"v1 eager tf32", 1, 1, NULL, NULL},
+    {"v1 eager fp32", 0, 0, NULL, NULL, 0},
+    {"v1 eager tf32", 1, 1, NULL, NULL, 0},
 #endif
 };
 
@@ -141,6 +142,11 @@ void lab_attention(Lab *lab) {
     Args timed = upload(lab, TB, TT, C, NH, tqkv, tdout);
     const double forward_flops = 4.0 * TB * NH * (double)TT * TT * (C / NH) / 2;
     for (size_t i = 0; i < sizeof VERSIONS / sizeof VERSIONS[0]; i++) {
+        if (VERSIONS[i].hopper && !lab->ctx.hopper) {
+            printf("attention: %s left out: it runs on compute capability 9.0 only\n",
+                   VERSIONS[i].name);
+            continue;
+        }
         use_version(lab, &check, (int)i);
         use_version(lab, &timed, (int)i);
         run_forward(lab, &check);
