@@ -107,11 +107,17 @@ static int is_needed(const ActivationSpec *s, const Optimizations *o) {
     return s->needed == NULL || s->needed(o);
 }
 
+size_t activations_bytes(const GPT2Config *cfg, int B, int T, const Optimizations *o) {
+    size_t bytes = 0;
+    for (int i = 0; i < NUM_ACTIVATIONS; i++)
+        if (is_needed(&ACTIVATIONS[i], o)) bytes += spec_bytes(&ACTIVATIONS[i], cfg, B, T, o);
+    return bytes;
+}
+
 void activations_alloc(GpuActivations *a, const GPT2Config *cfg, int B, int T,
                        const Optimizations *o) {
     memset(a, 0, sizeof *a);
-    for (int i = 0; i < NUM_ACTIVATIONS; i++)
-        if (is_needed(&ACTIVATIONS[i], o)) a->bytes += spec_bytes(&ACTIVATIONS[i], cfg, B, T, o);
+    a->bytes = activations_bytes(cfg, B, T, o);
     a->memory = gpu_malloc(a->bytes, "the activations (--memory lists them)");
     char *next = a->memory;
     for (int i = 0; i < NUM_ACTIVATIONS; i++) {

@@ -63,6 +63,9 @@ void activations_alloc(GpuActivations *a, const GPT2Config *cfg, int B, int T,
                        const Optimizations *o);
 void activations_free(GpuActivations *a);
 
+// The bytes activations_alloc takes for these arguments, allocating nothing.
+size_t activations_bytes(const GPT2Config *cfg, int B, int T, const Optimizations *o);
+
 // One line per tensor (name, shape, type, MiB; "-" for those not needed),
 // then the total, for batches of (B, T).
 void activations_print(FILE *out, const GPT2Config *cfg, int B, int T, const Optimizations *o);

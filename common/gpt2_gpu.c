@@ -19,6 +19,7 @@
 #include "layernorm.h"
 #include "matmul.h"
 #include "matmul_lt.h"
+#include "memory_plan.h"
 #include "quantize8.h"
 #include "util.h"
 
@@ -65,13 +66,18 @@ static floatX *alloc_floatx(GPT2Gpu *model, size_t n, const char *what) {
     return gpu_malloc(n * sizeof(floatX), what);
 }
 
+size_t device_batch_bytes(int B, int T) {
+    const size_t BT = (size_t)B * T;
+    return (2 * BT + encoder_buckets_ints((int)BT)) * sizeof(int32_t);
+}
+
 size_t device_batch_alloc(DeviceBatch *db, int B, int T) {
     const size_t BT = (size_t)B * T, buckets = encoder_buckets_ints((int)BT);
     db->inputs = gpu_malloc(BT * sizeof(int32_t), "input tokens");
     db->targets = gpu_malloc(BT * sizeof(int32_t), "target tokens");
     db->buckets = gpu_malloc(buckets * sizeof(int32_t), "encoder buckets");
     db->num_buckets = 0;
-    return (2 * BT + buckets) * sizeof(int32_t);
+    return device_batch_bytes(B, T);
 }
 
 void device_batch_free(DeviceBatch *db) {
@@ -87,26 +93,6 @@ static void point_tensors(floatX *views[NUM_PARAM_TENSORS], floatX *base,
         views[i] = sizes[i] ? base : NULL;
         base += sizes[i];
     }
-}
-
-static size_t max_size(size_t a, size_t b) { return a > b ? a : b; }
-
-// One scratch buffer serves every kernel: none keeps anything in it between
-// calls. The eager attention's is the largest by far (its (B,NH,T,T)
-// scores); flash attention needs one float per row.
-static size_t scratch_floats_needed(const GPT2Config *c, int B, int T, const Optimizations *o) {
-    int C = c->channels, NH = c->num_heads;
-    size_t n = GRAD_NORM_MAX_BLOCKS;
-    if (o->flash_attention) {
-        n = max_size(n, attention_backward_v2_scratch_floats(B, T, NH));
-    } else {
-        n = max_size(n, attention_forward_scratch_floats(B, T, C, NH));
-        n = max_size(n, attention_backward_scratch_floats(B, T, C, NH));
-    }
-    n = max_size(n, layernorm_backward_scratch_floats(B, T, C));
-    n = max_size(n, matmul_backward_scratch_floats(B, T, 4 * C));  // the widest biased matmul
-    n = max_size(n, matmul_backward_v2_scratch_floats(4 * C));
-    return n;
 }
 
 // Chapter 09's table of the tensors in the flat buffers, with the decay of
@@ -184,7 +170,7 @@ void gpt2_gpu_init(GPT2Gpu *model, GpuContext *ctx, const GPT2Config *cfg, const
     model->logits_stride = gpu_ops_logits_stride(o, cfg->padded_vocab_size);
     activations_alloc(&model->acts, cfg, max_B, max_T, o);
     model->device_bytes += model->acts.bytes;
-    model->scratch_floats = scratch_floats_needed(cfg, max_B, max_T, o);
+    model->scratch_floats = memory_plan_scratch_floats(cfg, max_B, max_T, o);
     model->scratch = alloc_floats(model, model->scratch_floats, "scratch");
     model->device_bytes += device_batch_alloc(&model->own, max_B, max_T);
     model->batch = &model->own;
@@ -231,23 +217,8 @@ void gpt2_gpu_free(GPT2Gpu *model) {
 }
 
 void gpt2_gpu_print_memory(const GPT2Gpu *model, FILE *out) {
-    const double mib = 1024.0 * 1024.0, n = (double)model->num_params;
-    fprintf(out, "memory: %.1f MiB on the device in all\n", model->device_bytes / mib);
-    fprintf(out, "memory:   %-29s %10.1f MiB\n", "parameters (" PRECISION_NAME ")",
-            n * sizeof(floatX) / mib);
-    fprintf(out, "memory:   %-29s %10.1f MiB\n", "gradients (" PRECISION_NAME ")",
-            n * sizeof(floatX) / mib);
-    const AdamLayout *l = &model->adam;
-    fprintf(out, "memory:   %-29s %10.1f MiB\n", "AdamW m and v (fp32)",
-            2.0 * l->fp32_values * sizeof(float) / mib);
-    if (l->q8_values)
-        fprintf(out, "memory:   %-29s %10.1f MiB\n", "AdamW m and v (8-bit)",
-                2.0 * (l->q8_values + l->q8_blocks * sizeof(float)) / mib);
-    if (model->master)
-        fprintf(out, "memory:   %-29s %10.1f MiB\n", "master weights (fp32)",
-                n * sizeof(float) / mib);
-    fprintf(out, "memory:   %-29s %10.1f MiB\n", "scratch (fp32)",
-            model->scratch_floats * sizeof(float) / mib);
+    const MemoryPlan plan = memory_plan(&model->config, model->max_B, model->max_T, &model->optim);
+    memory_plan_print(&plan, out);
     activations_print(out, &model->config, model->max_B, model->max_T, &model->optim);
 }
 
@@ -627,7 +598,8 @@ static float adamw_fused_step(GPT2Gpu *model, float lr, const AdamWConfig *cfg, 
     // the norm) go to device memory; the one update launch reads them there.
     if (model->schedule)  // chapter 11: from the device's table (gpt2_gpu.h)
         adamw_begin_step_v3(ctx, model->adamw_step, norm, max_norm,
-                            1.0f / (float)model->micro_batches, model->schedule);
+                            1.0f / (float)model->micro_batches, model->schedule,
+                            model->schedule_steps);
     else
         adamw_begin_step_v2(ctx, model->adamw_step, norm, max_norm, t, lr, cfg);
     adamw_fused_v2(ctx, &model->adamw_tensors, model->params, model->master, model->grads,

@@ -140,8 +140,9 @@ int gpt2_gpu_upload_batch(GPT2Gpu *model, HostBatch *hb, int with_targets, int B
 // inputs by token into hb->buckets. Returns -1 with a reason in err.
 int host_batch_prepare(HostBatch *hb, int with_targets, int B, int T, int V, char *err);
 
-// DeviceBatch buffers for batches up to B*T tokens (returns their bytes), and
-// their freeing.
+// DeviceBatch buffers for batches up to B*T tokens (returns their bytes,
+// device_batch_bytes), and their freeing.
+size_t device_batch_bytes(int B, int T);
 size_t device_batch_alloc(DeviceBatch *db, int B, int T);
 void device_batch_free(DeviceBatch *db);
 
@@ -194,9 +195,12 @@ void gpt2_gpu_backward_add(GPT2Gpu *model);
 // fused switch, adamw8bit_update_v1 per such tensor).
 //
 // Chapter 11: once gpt2_gpu_set_schedule has run, the step's values come
-// from the device's table instead (adamw_begin_step_v3): lr and t are then
-// only checked against it, and no launch takes an argument that changes
-// from step to step, so the update can be captured in a CUDA graph.
+// from the device's table instead (adamw_begin_step_v3): lr is then unused,
+// t only checked against the table's length, and no launch takes an
+// argument that changes from step to step, so the update can be captured in
+// a CUDA graph. A replayed graph makes no call, and so no check: its caller
+// checks every step (train_gpu.c), and the kernel reads nothing past the
+// table's end.
 float gpt2_gpu_update(GPT2Gpu *model, float lr, const AdamWConfig *cfg, float max_norm, int t,
                       float *norm);
 
@@ -244,7 +248,9 @@ void gpt2_gpu_get_params(const GPT2Gpu *model, float *host);
 // master weights has exactly the bf16 weights it had when it was saved.
 void gpt2_gpu_set_params(GPT2Gpu *model, const float *host);
 
-// Where the device memory goes, tensor by tensor (`--memory`).
+// Where the device memory goes, tensor by tensor (`--memory`): the run's
+// plan (memory_plan.h), whose model part is device_bytes, and the
+// activations one by one.
 void gpt2_gpu_print_memory(const GPT2Gpu *model, FILE *out);
 
 #endif

@@ -21,6 +21,7 @@
 
 #include "check_state.h"
 #include "flops.h"
+#include "memory_plan.h"
 #include "precision.h"
 #include "profiler.h"
 #include "stop_signal.h"
@@ -309,8 +310,8 @@ static void write_bench_row(const GpuFlags *f, const GpuTrainer *tr, StepLog *lo
 
 static void print_sample(GpuTrainer *tr, const Tokenizer *tok, int n) {
     int32_t *ids = xmalloc((size_t)(n + 1) * sizeof(int32_t));
-    gpu_trainer_sample(tr, ids, n, tokenizer_eot(tok));
-    tokenizer_print_sample(tok, ids + 1, n, tr->step);  // ids[0] is the prompt
+    const int drawn = gpu_trainer_sample(tr, ids, n, tokenizer_eot(tok));
+    tokenizer_print_sample(tok, ids + 1, drawn, tr->step);  // ids[0] is the prompt
     free(ids);
 }
 
@@ -418,7 +419,9 @@ static int train(const GpuFlags *f, const TrainOptions *opt) {
     double peak = f->peak_tflops > 0 ? f->peak_tflops : peak_bf16_tflops(prop.name);
     double flops_tok = flops_per_token(c, opt->T);
     const Chapter *ch = chapter_get(f->chapter);
-    printf("device: %s, %d SMs; bf16 dense peak %s\n", prop.name, prop.multiProcessorCount,
+    printf("device: %s (compute capability %d.%d), %d SMs; %s; bf16 dense peak %s\n",
+           prop.name, prop.major, prop.minor, prop.multiProcessorCount,
+           tr.ctx.hopper ? "Hopper's wgmma kernels" : "the kernels of every GPU (no wgmma)",
            peak > 0 ? "known" : "unknown (MFU not shown; --peak-tflops sets it)");
     printf("chapter %02d: %s\n", ch->number, ch->title);
 #ifdef PRECISION_BF16
@@ -438,6 +441,10 @@ static int train(const GpuFlags *f, const TrainOptions *opt) {
     if (opt->grad_accum > 1)
         printf("batch: %d micro-batches of B=%d a step (--grad-accum): %d sequences\n",
                opt->grad_accum, opt->B, opt->B * opt->grad_accum);
+    const MemoryPlan plan = memory_plan(c, opt->B, opt->T, &f->optim);
+    printf("memory: %.2f GiB planned (the model %.2f GiB); %.2f GiB were free\n",
+           plan.total / (double)(1 << 30), plan.model / (double)(1 << 30),
+           tr.free_at_start / (double)(1 << 30));
     if (f->memory) gpt2_gpu_print_memory(&tr.model, stdout);
     // --profile: the steps after the warm-up, kernel by kernel (profiler.h).
     GpuProfiler *prof = NULL;

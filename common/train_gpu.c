@@ -7,10 +7,12 @@
 #include <string.h>
 
 #include "gpt2_cpu.h"
+#include "memory_plan.h"
 #include "model_shape.h"
 #include "profiler.h"
 #include "sampling.h"
 #include "softmax_crossentropy.h"
+#include "stop_signal.h"
 #include "train_common.h"
 
 // ANCHOR: fit_to_switches
@@ -105,6 +107,21 @@ static int check_step_switches(const TrainOptions *opt, const Optimizations *o, 
     return 0;
 }
 
+// ANCHOR: check_memory
+// The run's memory, planned from the model's shape, the batch and the
+// switches (memory_plan.h), against what the GPU has free: a run that cannot
+// fit is refused here, before anything is allocated, naming the batch that
+// fits, rather than failing halfway through its first step.
+static int check_memory(const TrainOptions *opt, const Optimizations *o, const GPT2Config *cfg,
+                        size_t *free_bytes, char *err) {
+    size_t total;
+    CUDA_CHECK(cudaMemGetInfo(free_bytes, &total));
+    char why[ERR_LEN];
+    if (memory_plan_check(cfg, opt->B, opt->T, o, *free_bytes, why) == 0) return 0;
+    return fail(err, "the run does not fit on the GPU: %s", why);
+}
+// ANCHOR_END: check_memory
+
 // Everything a step uses is made here, before the first step: nothing is
 // allocated or freed inside one, since cudaMallocHost, cudaFreeHost and
 // cudaFree wait for the device, and so, at times, does cudaMalloc.
@@ -158,6 +175,13 @@ int gpu_trainer_init(GpuTrainer *tr, const TrainOptions *opt, const Optimization
         return -1;
     }
     gpu_context_init(&tr->ctx, 0);
+    if (check_memory(opt, optim, &cfg, &tr->free_at_start, err)) {
+        free(params);
+        gpu_context_free(&tr->ctx);
+        dataloader_free(&tr->train);
+        if (tr->has_val) dataloader_free(&tr->val);
+        return -1;
+    }
     gpt2_gpu_init(&tr->model, &tr->ctx, &cfg, params, opt->B, opt->T, optim);
     free(params);
     alloc_step_buffers(tr);
@@ -371,6 +395,11 @@ static int step_in_micro_batches(GpuTrainer *tr, GpuStepStats *s, char *err) {
     const int k = tr->pending, n = tr->opt.grad_accum;
     if (k == GPU_MAX_PENDING_STEPS)
         return fail(err, "%d steps are pending: gpu_trainer_read_stats must read them first", k);
+    // A replayed graph reads its step's lr from the table without asking the
+    // host: the bound is checked here, for every step.
+    if (tr->step + 1 > tr->model.schedule_steps)
+        return fail(err, "step %d is past the %d steps of the device's schedule (--steps)",
+                    tr->step + 1, tr->model.schedule_steps);
     const double start = now_ms();
     if (k == 0) tr->interval_start = start;
     *s = step_stats_new(tr, 0.0);
@@ -473,22 +502,35 @@ int gpu_trainer_save(GpuTrainer *tr, char *model_path, size_t cap, char *err) {
     return rc;
 }
 
-// Each new token reruns the whole context (no KV cache), cropped to the
-// model's window, in GPT2_LOGITS mode, and draws from the softmax of the
-// last position's logits, computed on the host.
-void gpu_trainer_sample(GpuTrainer *tr, int32_t *out, int n, int eot) {
+// ANCHOR: sample
+// Each new token reruns the whole context (no KV cache) in GPT2_LOGITS mode
+// and draws from the softmax of the last position's logits, computed on the
+// host. Every forward pass has the same shape, (1, window), window = the
+// model's T or the sample's length if shorter: the context fills the first
+// len positions and end-of-text tokens the rest. Causal attention lets
+// position len - 1 see positions 0 .. len - 1 only, and every other layer
+// works row by row, so the padding changes nothing that is read; and one
+// shape means one set of GEMM plans, where a shape per length would make
+// cuBLASLt a plan for every token (matmul_lt.h). Once the sample is longer
+// than the window, the context slides and fills it.
+int gpu_trainer_sample(GpuTrainer *tr, int32_t *out, int n, int eot) {
     const GPT2Config *c = &tr->model.config;
+    const int window = n < tr->opt.T ? (n > 0 ? n : 1) : tr->opt.T;
     float *logits = xmalloc((size_t)c->vocab_size * sizeof(float));
     HostBatch *hb = &tr->eval_batch;
     char err[ERR_LEN];
     out[0] = eot;
-    for (int t = 1; t <= n; t++) {
-        int len = t < tr->opt.T ? t : tr->opt.T;
+    int t = 1;
+    for (; t <= n && !stop_requested(); t++) {
+        const int len = t < window ? t : window;
         memcpy(hb->inputs, out + t - len, (size_t)len * sizeof(int32_t));
-        if (gpt2_gpu_upload_batch(&tr->model, hb, 0, 1, len, err)) die("%s", err);
+        for (int i = len; i < window; i++) hb->inputs[i] = eot;
+        if (gpt2_gpu_upload_batch(&tr->model, hb, 0, 1, window, err)) die("%s", err);
         gpt2_gpu_forward(&tr->model, GPT2_LOGITS, NULL);
         gpt2_gpu_download_logits(&tr->model, (size_t)len - 1, 1, c->vocab_size, logits);
         out[t] = sample_from_logits(logits, c->vocab_size, rng_uniform(&tr->sampler));
     }
     free(logits);
+    return t - 1;
 }
+// ANCHOR_END: sample

@@ -64,6 +64,7 @@ typedef struct {
     StepGraphs graphs;
     float *graph_scalars;       // device, 2 floats
     int warmed_up;
+    size_t free_at_start;       // device bytes free before the model was allocated
 } GpuTrainer;
 
 // Builds the model on the device (random init on the host from opt->seed,
@@ -97,7 +98,9 @@ int gpu_trainer_read_stats(GpuTrainer *tr, GpuStepStats *out);
 
 int gpu_trainer_val_loss(GpuTrainer *tr, float *loss, char *err);
 int gpu_trainer_save(GpuTrainer *tr, char *model_path, size_t cap, char *err);
-// n tokens after an end-of-text prompt; out holds n + 1 ids.
-void gpu_trainer_sample(GpuTrainer *tr, int32_t *out, int n, int eot);
+// Up to n tokens after an end-of-text prompt; out holds n + 1 ids. Returns
+// how many were drawn: n, or fewer when a stop was requested (Ctrl-C,
+// stop_signal.h) while sampling.
+int gpu_trainer_sample(GpuTrainer *tr, int32_t *out, int n, int eot);
 
 #endif

@@ -168,11 +168,17 @@ extern "C" void adamw_begin_step_v2(const GpuContext *ctx, AdamWStep *step, cons
 // ANCHOR: adamw_begin_step_v3
 // Chapter 11: the same values, none of them an argument that changes per
 // step, so that a graph's replay of this launch is right for every step.
+// A step past the table's end reads nothing beyond it: its lr is NaN, which
+// makes the weights NaN and the next loss stop the run as diverged. The
+// trainer never gets there (it checks every step against the table, graph
+// or not); a caller that does sees it at once instead of training on
+// whatever lies after the table.
 __global__ void adamw_begin_step_kernel_v3(AdamWStep *step, float *norm, float max_norm,
-                                           float grad_scale,
-                                           const AdamWScheduleEntry *schedule) {
+                                           float grad_scale, const AdamWScheduleEntry *schedule,
+                                           int schedule_steps) {
     const int t = step->t + 1;
-    const AdamWScheduleEntry e = schedule[t - 1];
+    const AdamWScheduleEntry past_end = {NAN, NAN, NAN};
+    const AdamWScheduleEntry e = t <= schedule_steps ? schedule[t - 1] : past_end;
     step->t = t;
     step->lr = e.lr;
     step->correction1 = e.correction1;
@@ -187,9 +193,9 @@ __global__ void adamw_begin_step_kernel_v3(AdamWStep *step, float *norm, float m
 
 extern "C" void adamw_begin_step_v3(const GpuContext *ctx, AdamWStep *step, float *norm,
                                     float max_norm, float grad_scale,
-                                    const AdamWScheduleEntry *schedule) {
+                                    const AdamWScheduleEntry *schedule, int schedule_steps) {
     adamw_begin_step_kernel_v3<<<1, 1, 0, ctx->stream>>>(step, norm, max_norm, grad_scale,
-                                                         schedule);
+                                                         schedule, schedule_steps);
     gpu_check_launch(ctx, "adamw_begin_step_kernel_v3");
 }
 

@@ -99,9 +99,12 @@ void adamw_begin_step_v2(const GpuContext *ctx, AdamWStep *step, const float *no
 // gradients summed over N micro-batches (grad_scale = 1/N; 1 otherwise), the
 // norm of their mean is *norm * grad_scale, written back to *norm, the clip
 // factor is computed from it, and the update's factor is the clip factor times
-// grad_scale. With grad_scale = 1 every value has the bits of v2's.
+// grad_scale. With grad_scale = 1 every value has the bits of v2's. The
+// table has schedule_steps entries; a step t beyond them reads none and
+// gets lr = NaN (the caller must not get there: train_gpu.c checks).
 void adamw_begin_step_v3(const GpuContext *ctx, AdamWStep *step, float *norm, float max_norm,
-                         float grad_scale, const AdamWScheduleEntry *schedule);
+                         float grad_scale, const AdamWScheduleEntry *schedule,
+                         int schedule_steps);
 
 // The fused kernel's values per block: 256 threads of one 16-byte vector of
 // floatX each (2048 in bf16, 1024 in fp32).

@@ -28,6 +28,11 @@
 # table (--list-chapters: chapter, precision, switch, title) says which.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+# Nothing to measure without a GPU: say so, write nothing, and fail.
+if ! nvidia-smi -L >/dev/null 2>&1; then
+  echo "bench: no GPU here (nvidia-smi finds none): nothing was measured or written" >&2
+  exit 1
+fi
 B=${B:-16} T=${T:-1024} STEPS=${STEPS:-25} WARMUP=${WARMUP:-5} LARGE_B=${LARGE_B:-32} HEAD_B=${HEAD_B:-64}
 TRAINER_FP32=${TRAINER_FP32:-build/train_gpt2_fp32} TRAINER_BF16=${TRAINER_BF16:-build/train_gpt2_bf16}
 PYTHON=${PYTHON:-python3} PYTORCH=${PYTORCH:-1} PROFILE_STEPS=${PROFILE_STEPS:-5}

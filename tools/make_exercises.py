@@ -131,6 +131,37 @@ def stale_files(expected):
                   and p.read_text(errors="replace").startswith(prefix))
 
 
+def cpu_exercise_chapters():
+    """The chapters whose exercise tests are CPU tests, from the table."""
+    table = ROOT / "tools" / "exercise_tests.txt"
+    rows = [line.split() for line in table.read_text().splitlines()
+            if line.strip() and not line.startswith("#")]
+    return sorted(int(r[0]) for r in rows if len(r) >= 4 and r[3] == "cpu")
+
+
+def spoken_ranges(numbers):
+    """[2, 5, 6, 7] -> "02 and 05 to 07": how exercises/README.md lists them."""
+    runs = []
+    for n in numbers:
+        if runs and n == runs[-1][1] + 1:
+            runs[-1][1] = n
+        else:
+            runs.append([n, n])
+    parts = [f"{a:02d}" if a == b else f"{a:02d} to {b:02d}" for a, b in runs]
+    return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
+
+
+def readme_names_the_cpu_exercises():
+    """exercises/README.md lists the CPU exercises the table has, by that phrase."""
+    readme = (ROOT / "exercises" / "README.md").read_text()
+    want = f"for chapters {spoken_ranges(cpu_exercise_chapters())}"
+    if " ".join(readme.split()).count(want) == 0:
+        print(f"make_exercises --check: exercises/README.md does not say \"{want}\" "
+              "(tools/exercise_tests.txt's CPU exercises)", file=sys.stderr)
+        return False
+    return True
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--check", action="store_true",
@@ -152,10 +183,13 @@ def main():
         for p in stale:
             print(f"make_exercises --check: {show(p)} is generated but its solution is gone",
                   file=sys.stderr)
+        readme_ok = readme_names_the_cpu_exercises()
         if differ or stale:
             print("make_exercises --check: run `python3 tools/make_exercises.py` and commit "
                   "exercises/ (if you are doing an exercise, this is expected: see "
                   "exercises/README.md)", file=sys.stderr)
+            return 1
+        if not readme_ok:
             return 1
         n = len(expected)
         print(f"make_exercises --check: exercises/ is up to date ({n} file{'s' * (n != 1)})")

@@ -762,6 +762,97 @@ Test(model, gradient_accumulation_matches_one_batch) {
     gpt2_gpu_free(&two);
     gpt2_cpu_free(&cpu);
 }
+
+// How the error of a gradient summed over N micro-batches grows with N. Each
+// micro-batch's gradient is rounded to bf16 as it is added to the running
+// sum (gpt2_gpu_backward_add: floatX gradients, no fp32 accumulator), so the
+// sum of N carries up to N roundings of 2^-9 where one batch has one. The
+// same 8 sequences, as one batch and as N = 2, 4, 8 micro-batches, against
+// the fp32 CPU gradient of the 8: the error of all gradients (norm of the
+// difference over norm of the reference), and each tensor within the
+// chapter tolerances (cosine, norm ratio) at every N. GPU_TEST_CSV=path
+// appends the measured errors there.
+Test(model, gradient_accumulation_error_by_micro_batches) {
+    enum { SEQS = 8 };
+    GPT2Config cfg = tiny(1, 1);
+    GPT2Cpu cpu;
+    gpt2_cpu_init(&cpu, &cfg);
+    gpt2_cpu_init_random(&cpu, 7);
+    for (size_t i = 0; i < cpu.num_params; i++) cpu.params[i] *= 3;
+    Rng rng;
+    rng_seed(&rng, 77);
+    int32_t x[SEQS * T], y[SEQS * T];
+    for (int i = 0; i < SEQS * T; i++)
+        x[i] = (int32_t)rng_below(&rng, cfg.vocab_size), y[i] = (int32_t)rng_below(&rng, cfg.vocab_size);
+    gpt2_cpu_forward(&cpu, x, y, SEQS, T);
+    gpt2_cpu_zero_grad(&cpu);
+    gpt2_cpu_backward(&cpu);
+    const char *csv_path = getenv("GPU_TEST_CSV");
+    FILE *csv = csv_path ? fopen(csv_path, "a") : NULL;
+    const Optimizations o = chapter_optimizations(11);
+    char err[ERR_LEN];
+    for (int n = 1; n <= SEQS; n *= 2) {
+        GPT2Gpu gpu;
+        gpt2_gpu_init(&gpu, &gt_ctx, &cfg, cpu.params, SEQS, T, &o);
+        const int each = SEQS / n;
+        for (int k = 0; k < n; k++) {
+            const size_t at = (size_t)k * each * T;
+            cr_assert(gpt2_gpu_forward_tokens(&gpu, x + at, y + at, each, T, GPT2_TRAIN, err) == 0,
+                      "%s", err);
+            if (k == 0) gpt2_gpu_backward(&gpu);
+            else gpt2_gpu_backward_add(&gpu);
+        }
+        const size_t np = gpu.num_params;
+        float *g = xmalloc(np * sizeof(float));
+        gpt2_gpu_download_floatx(gpu.grads, g, np);
+        double diff = 0, ref = 0;
+        for (size_t i = 0; i < np; i++) {
+            g[i] /= (float)n;  // the mean of the micro-batches' mean gradients
+            diff += ((double)g[i] - cpu.grads[i]) * ((double)g[i] - cpu.grads[i]);
+            ref += (double)cpu.grads[i] * cpu.grads[i];
+        }
+        const double rel = sqrt(diff / ref);
+        fprintf(stderr, "gradient accumulation: %d micro-batch(es) of %d: relative error %.3e\n",
+                n, each, rel);
+        if (csv) fprintf(csv, "%d,%d,%.6e\n", n, each, rel);
+        char vs[64];
+        snprintf(vs, sizeof vs, "%d micro-batches (sum / %d) vs the CPU", n, n);
+        assert_gradients_agree(g, gpu.param_sizes, cpu.grads, cpu.param_sizes, vs);
+        free(g);
+        gpt2_gpu_free(&gpu);
+    }
+    if (csv) fclose(csv);
+    gpt2_cpu_free(&cpu);
+}
+
+// Chapter 05's flash slot runs wgmma (v3) on a Hopper GPU at heads of 64,
+// and mma.sync (v2) on every other GPU, or under GPT2_PORTABLE_KERNELS=1
+// (gpu_context.h). On a Hopper both run, and a model with heads of 64 gets
+// the same gradients from either, within the bf16 chapter tolerances.
+Test(model, portable_kernels_match_hopper_kernels) {
+    if (!gt_ctx.hopper) cr_skip_test("the Hopper kernels need a GPU of compute capability 9.0");
+    GPT2Config cfg = tiny(1, 1);
+    cfg.channels = 128, cfg.num_heads = 2;  // heads of 64
+    GPT2Cpu cpu;
+    GPT2Gpu gpu;
+    make_models_of(&cfg, &cpu, &gpu, 11);
+    int32_t x[B * T], y[B * T];
+    random_batch(x, y, cfg.vocab_size, 12);
+    const size_t n = gpu.num_params;
+    float *hopper = xmalloc(n * sizeof(float)), *portable = xmalloc(n * sizeof(float));
+    const float loss_hopper = gpu_forward_backward(&gpu, x, y);
+    gpt2_gpu_download_floatx(gpu.grads, hopper, n);
+    gt_ctx.hopper = 0;
+    const float loss_portable = gpu_forward_backward(&gpu, x, y);
+    gpt2_gpu_download_floatx(gpu.grads, portable, n);
+    gt_compare("loss, portable vs Hopper kernels", &loss_portable, &loss_hopper, 1,
+               TOL_GPU_LOSS_BF16);
+    assert_gradients_agree(portable, gpu.param_sizes, hopper, gpu.param_sizes,
+                           "portable vs Hopper kernels");
+    free(hopper), free(portable);
+    gpt2_gpu_free(&gpu);
+    gpt2_cpu_free(&cpu);
+}
 #endif
 
 Test(model, rejects_out_of_range_tokens) {

@@ -394,6 +394,22 @@ Test(gpu_training_bf16, chapter_11_replays_a_graph_per_device_batch) {
     gpu_trainer_free(&tr);
 }
 
+// The schedule on the device has an entry per step of --steps; a replayed
+// graph reads its entry without the host's help, so the trainer checks the
+// bound on every step, replayed or not, and refuses the step after the last.
+Test(gpu_training_bf16, chapter_11_refuses_a_step_past_its_schedule) {
+    TrainOptions o = tiny_train_options(3);
+    Optimizations optim = chapter_optimizations(11);
+    GpuTrainer tr;
+    char err[ERR_LEN] = "";
+    cr_assert(gpu_trainer_init(&tr, &o, &optim, err) == 0, "%s", err);
+    gpu_steps(&tr, 3, NULL);  // the third a replay
+    GpuStepStats s;
+    cr_assert_eq(gpu_trainer_step(&tr, &s, err), -1, "a fourth step of a 3-step schedule ran");
+    cr_assert(strstr(err, "step 4 is past the 3 steps"), "got: %s", err);
+    gpu_trainer_free(&tr);
+}
+
 // A resumed run sets the device's step counter to the checkpoint's step and
 // runs its first step without a graph, as a fresh run does: it continues
 // bit for bit (training_checks.h).

@@ -7,7 +7,7 @@
 # kernels from chapter 05 on). Needs a GPU: skipped, saying so, without one.
 source "$(dirname "$0")/lib.sh"
 
-small=(--data data/tinyshakespeare --sample-tokens 0 --val-every 0 --layers 2 --heads 4
+small=(--data data/tinyshakespeare --val-every 0 --layers 2 --heads 4
        --channels 64 --max-seq-len 32 -b 4)
 
 # diverges BINARY CHAPTER: a huge learning rate ruins the weights in a step
@@ -57,7 +57,7 @@ bf16_chapter_7_continues_a_tied_llmc_checkpoint() {
   local model
   model=$(cpu_checkpoint --tied --padded-vocab 50304) || return 1
   expect_status 0 build/train_gpt2_bf16 --chapter 7 --init-from "$model" --data data/tinyshakespeare \
-    --sample-tokens 0 --val-every 0 -b 4 --steps 5 || return 1
+    --val-every 0 -b 4 --steps 5 || return 1
   says "$work/out" "step     5/5"
 }
 
@@ -67,10 +67,10 @@ bf16_chapters_6_and_7_fit_an_untied_checkpoint() {
   local model
   model=$(cpu_checkpoint) || return 1
   expect_status 0 build/train_gpt2_bf16 --chapter 6 --init-from "$model" --data data/tinyshakespeare \
-    --sample-tokens 0 --val-every 0 -b 4 --steps 3 || return 1
+    --val-every 0 -b 4 --steps 3 || return 1
   says "$work/out" "vocabulary rows 50257 -> 50304" || return 1
   expect_status 1 build/train_gpt2_bf16 --chapter 7 --init-from "$model" --data data/tinyshakespeare \
-    --sample-tokens 0 --val-every 0 -b 4 --steps 3 || return 1
+    --val-every 0 -b 4 --steps 3 || return 1
   says "$work/err" "an untied model, and the chapter ties lm_head to wte"
 }
 bf16_last_chapter_diverged_run_stops() { diverges build/train_gpt2_bf16 "$(last_chapter)"; }
