@@ -207,6 +207,17 @@ Test(run_setup, missing_data_is_found_before_the_run) {
     assert_prepare_fails(o, "validation data", "nothing_");
 }
 
+// A FIFO named by mistake: refused at once, where fopen would wait for a writer.
+Test(run_setup, a_fifo_to_start_from_is_refused_without_waiting, .timeout = 10) {
+    char fifo[512];  // tmp_path's buffers rotate: the options' paths would overwrite it
+    snprintf(fifo, sizeof fifo, "%s", tmp_path("model_000002.bin"));
+    make_fifo(fifo);
+    TrainOptions o = tiny_train_options(40);
+    snprintf(o.init_from, sizeof o.init_from, "%s", fifo);
+    assert_prepare_fails(o, fifo, "not a regular file but a FIFO");
+    assert_prepare_fails(resume_options(fifo, 0), fifo, "not a regular file but a FIFO");
+}
+
 // ---- prepare_run: the checkpoint directory, at start-up ---------------------------------
 Test(run_setup, the_checkpoint_directory_is_made_and_tested_at_start_up) {
     TrainOptions o = tiny_train_options(40);

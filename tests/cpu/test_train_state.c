@@ -75,6 +75,18 @@ Test(train_state, non_finite_moments_are_neither_written_nor_read) {
                       "element 2");
 }
 
+Test(train_state, a_fifo_is_refused_without_waiting_for_a_writer, .timeout = 10) {
+    const char *path = tmp_path("state_000042.bin");
+    make_fifo(path);
+    float m[N], v[N];
+    TrainProgress p;
+    char err[ERR_LEN];
+    assert_fails_with(train_state_read(path, &p, m, v, N, err), err, path,
+                      "not a regular file but a FIFO", "training state");
+    size_t n;
+    assert_fails_with(train_state_read_progress(path, &p, &n, err), err, path, "a FIFO", NULL);
+}
+
 Test(train_state, a_huge_parameter_count_is_refused) {
     const char *path = write_good_state();
     patch_int32(path, 4, 0x7fffffff);  // the count's high word
