@@ -224,6 +224,17 @@ int atomic_commit(AtomicFile *af, char *err) {
     return 0;
 }
 
+int sync_directory(const char *dir, char *err) {
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return fail(err, "%s: cannot open the directory to sync it: %s", dir,
+                            strerror(errno));
+    int bad = fsync(fd) != 0 && errno != EINVAL;
+    int e = errno;
+    close(fd);
+    if (bad) return fail(err, "%s: cannot sync the directory: %s", dir, strerror(e));
+    return 0;
+}
+
 void atomic_abort(AtomicFile *af) {
     if (af->fp) fclose(af->fp);
     af->fp = NULL;

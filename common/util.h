@@ -73,6 +73,13 @@ void atomic_abort(AtomicFile *af);             // fclose + remove the temporary
 // calls unlink), for a signal handler that is about to _exit.
 void atomic_remove_temporaries(void);
 
+// Flushes dir's entries to the disk: a rename is a change to the directory,
+// not to the file, and without this a power cut can undo it even though the
+// file's bytes were synced. Opens dir (O_RDONLY | O_DIRECTORY) and fsyncs it.
+// A file system that cannot sync a directory (EINVAL) has nothing to flush.
+// Errors name the directory.
+int sync_directory(const char *dir, char *err);
+
 // Deterministic RNG (xorshift64*), seeded per use. Not for cryptography.
 typedef struct { uint64_t state; } Rng;
 void rng_seed(Rng *rng, uint64_t seed);

@@ -180,7 +180,7 @@ Test(run_setup, resume_from_a_directory_takes_its_latest_complete_pair) {
     char err[ERR_LEN];
     char *bytes = read_file(model, &n, err);
     cr_assert_not_null(bytes, "%s", err);
-    write_bytes(tmp_path("ckpt/model_000005.bin"), bytes, n);  // a save cut short: no state
+    write_bytes(tmp_path("ckpt/model_000005.bin"), bytes, n);  // its state removed, say
     free(bytes);
     TrainOptions o = resume_options(tmp_path("ckpt"), 0);
     cr_assert_eq(prepare_run(&o, err), 0, "%s", err);

@@ -125,7 +125,8 @@ Test(train_state, latest_checkpoint_is_the_latest_complete_pair) {
                            "state_000030.bin.tmp"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         write_bytes(tmp_path(names[i]), "x", 1);
-    // 30 lacks its state (a save cut short), 40 its model.
+    // 40 lacks its model (a save cut short between its renames), 30 its state
+    // (removed, say).
     cr_assert_eq(latest_checkpoint(tmpdir, model, sizeof model), 20);
     cr_assert_str_eq(model, tmp_path("model_000020.bin"));
     cr_assert_eq(step_of_model_path(model), 20);
