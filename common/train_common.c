@@ -151,12 +151,17 @@ static int adopt_checkpoint_shape(TrainOptions *opt, char *err) {
     return 0;
 }
 
+// The directory of a file's path: "a/b/model.bin" -> "a/b"; "model.bin" -> ".".
+static void dir_of(const char *path, char *dir, size_t cap) {
+    const char *slash = strrchr(path, '/');
+    if (!slash) snprintf(dir, cap, ".");
+    else snprintf(dir, cap, "%.*s", slash == path ? 1 : (int)(slash - path), path);
+}
+
 // Why a model has no state beside it, and where a complete pair is.
 static int missing_state(const char *model_path, const char *state_path, char *err) {
     char dir[1024], latest[1024];
-    const char *slash = strrchr(model_path, '/');
-    snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - model_path) : 1,
-             slash ? model_path : ".");
+    dir_of(model_path, dir, sizeof dir);
     int step = latest_checkpoint(dir, latest, sizeof latest);
     return fail(err, "%s: no training state beside it (%s is missing): %s%s; or --init-from "
                      "it to start afresh from its weights",
@@ -215,12 +220,60 @@ static int check_data(TrainOptions *opt, char *err) {
     return 0;
 }
 
+// A resumed run saves where it was resumed from, unless told otherwise: the
+// default directory is for new runs (and shared between them).
+static void save_beside_the_resumed(TrainOptions *opt) {
+    if (opt->given & GIVEN_CHECKPOINT_DIR) return;
+    dir_of(opt->resume_from, opt->checkpoint_dir, sizeof opt->checkpoint_dir);
+    printf("checkpoints: saved in %s, beside the resumed checkpoint (--checkpoint-dir DIR saves "
+           "them elsewhere)\n", opt->checkpoint_dir);
+}
+
+// The model files in dir: how many, and the highest step (-1: none, or no dir).
+static int latest_model_in(const char *dir, int *count) {
+    *count = 0;
+    DIR *d = opendir(dir);
+    if (!d) return -1;
+    int latest = -1;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        int step = step_of_model_path(e->d_name);
+        if (step < 0) continue;
+        (*count)++;
+        if (step > latest) latest = step;
+    }
+    closedir(d);
+    return latest;
+}
+
+// A new run saving into another run's directory would write over its
+// checkpoints, and --resume DIR would then mix the two runs' files.
+static int refuse_another_runs_dir(const TrainOptions *opt, char *err) {
+    const char *dir = opt->checkpoint_dir;
+    int count, latest = latest_model_in(dir, &count);
+    if (latest < 0) return 0;
+    return fail(err, "--checkpoint-dir %s%s holds the checkpoints of another run (%d model "
+                     "file%s, the latest of step %d): this run would save over them; give it "
+                     "a directory of its own (--checkpoint-dir ANOTHER), continue that run "
+                     "(--resume %s), or remove its files", dir,
+                (opt->given & GIVEN_CHECKPOINT_DIR) ? "" : " (the default)", count,
+                count == 1 ? "" : "s", latest, dir);
+}
+
+// Where this run's checkpoints go, when it saves any: made ready, and
+// another run's refused.
+static int choose_checkpoint_dir(TrainOptions *opt, char *err) {
+    if (opt->resume_from[0]) save_beside_the_resumed(opt);
+    else if (refuse_another_runs_dir(opt, err)) return -1;
+    return prepare_checkpoint_dir(opt->checkpoint_dir, err);
+}
+
 int prepare_run(TrainOptions *opt, char *err) {
     if (opt->resume_from[0] && resolve_resume_dir(opt, err)) return -1;
     if ((opt->resume_from[0] || opt->init_from[0]) && adopt_checkpoint_shape(opt, err)) return -1;
     if (opt->resume_from[0] && adopt_resumed_progress(opt, err)) return -1;
     if (check_data(opt, err)) return -1;
-    if (opt->checkpoint_every > 0 && prepare_checkpoint_dir(opt->checkpoint_dir, err)) return -1;
+    if (opt->checkpoint_every > 0 && choose_checkpoint_dir(opt, err)) return -1;
     return 0;
 }
 

@@ -42,9 +42,14 @@ void line_buffered_stdout(void);
 //                 given; --steps must be beyond the resumed step;
 //   the data:     the training and validation shards are there; --val-batches
 //                 is cut to the batches the validation shards hold;
-//   checkpoints:  when on, the directory is created (with its parents) and
-//                 tested for writing, and what an interrupted save left there
-//                 is removed (prepare_checkpoint_dir).
+//   checkpoints:  when on: a resumed run saves beside the checkpoint it
+//                 resumed unless --checkpoint-dir is given (GIVEN_CHECKPOINT_DIR);
+//                 a new run refuses a directory that holds model_*.bin files
+//                 (another run's: saving there would write over them, and
+//                 --resume DIR would mix the two runs), naming the latest
+//                 step and the ways out; then the directory is created (with
+//                 its parents) and tested for writing, and what an interrupted
+//                 save left there is removed (prepare_checkpoint_dir).
 // Prints a line for each value it changes and each file it removes. Returns
 // 0, or -1 with a reason in err naming the flag or file and what is wrong.
 int prepare_run(TrainOptions *opt, char *err);
