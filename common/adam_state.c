@@ -105,18 +105,20 @@ void adam_state_from_full(AdamState *s, const float *m, const float *v) {
     }
 }
 
-static int same_layout(const AdamLayout *a, const AdamLayout *b) {
-    if (a->num_params != b->num_params) return 0;
+int adam_layout_equal(const AdamLayout *a, const AdamLayout *b) {
     for (int i = 0; i < NUM_PARAM_TENSORS; i++)
-        if (a->size[i] != b->size[i] || a->quantized[i] != b->quantized[i]) return 0;
-    return 1;
+        if (a->param_offset[i] != b->param_offset[i] || a->size[i] != b->size[i] ||
+            a->quantized[i] != b->quantized[i] || a->state_offset[i] != b->state_offset[i])
+            return 0;
+    return a->num_params == b->num_params && a->fp32_values == b->fp32_values &&
+           a->q8_values == b->q8_values && a->q8_blocks == b->q8_blocks;
 }
 
 void adam_state_convert(const AdamState *src, AdamState *dst) {
     const AdamLayout *l = &dst->layout;
     if (src->layout.num_params != l->num_params)
         die("adam_state_convert: %zu parameters into %zu", src->layout.num_params, l->num_params);
-    if (same_layout(&src->layout, l)) {
+    if (adam_layout_equal(&src->layout, l)) {
         memcpy(dst->m, src->m, l->fp32_values * sizeof(float));
         memcpy(dst->v, src->v, l->fp32_values * sizeof(float));
         memcpy(dst->m_q, src->m_q, l->q8_values);

@@ -51,6 +51,11 @@ AdamLayout adam_layout_for(const GPT2Config *cfg, int quantize8);
 AdamLayout adam_layout_masked(const GPT2Config *cfg, unsigned mask);
 unsigned adam_layout_mask(const AdamLayout *l);
 
+// 1 when a and b are the same layout, field by field. Never memcmp them: the
+// struct has padding (after `quantized`, an odd count of ints), whose bytes
+// are whatever a copy or the stack left there.
+int adam_layout_equal(const AdamLayout *a, const AdamLayout *b);
+
 // 1 when tensor i of this shape gets 8-bit moments in chapter 10.
 int adam_tensor_is_quantized(const GPT2Config *cfg, int i);
 

@@ -10,14 +10,12 @@ int binfile_open(BinFile *f, const char *path, int32_t header[BINFILE_HEADER_INT
     f->path = path;
     f->length = -1;
     long length;
-    FILE *fp = open_for_reading(path, &length, err);  // refuses a directory by name
+    FILE *fp = open_regular_file(path, kind, &length, err);  // never waits on a FIFO
     if (!fp) return -1;
     // Measure first, so that a short file is reported with its length rather
     // than as a bare read error.
     int rc = 0;
-    if (length < 0)
-        rc = fail(err, "%s: not a regular file (a %s must be one, of a known length)", path, kind);
-    else if (length == 0)
+    if (length == 0)
         rc = fail(err, "%s: empty file (0 bytes), expected a %d-byte %s header", path,
                   BINFILE_HEADER_BYTES, kind);
     else if (length < BINFILE_HEADER_BYTES || fread(header, BINFILE_HEADER_BYTES, 1, fp) != 1)

@@ -25,6 +25,7 @@
 // the file and what is wrong, with the expected and the actual value:
 //   "<path>: cannot open: <strerror>"
 //   "<path>: is a directory, expected a file"
+//   "<path>: not a regular file but a FIFO (a <kind> must be one, of a known length)"
 //   "<path>: empty file (0 bytes), expected a 1024-byte <kind> header"
 //   "<path>: file is 1000 bytes, shorter than the 1024-byte <kind> header"
 //   "<path>: bad magic 20240326, expected 20240520 (not a <kind>)"
@@ -49,8 +50,9 @@ typedef struct {
     long length;       // the whole file's length in bytes, header included
 } BinFile;
 
-// Opens path, measures it, reads its header into `header` and checks that
-// header[0] is `magic`. `kind` names the format in messages ("model
+// Opens path (a regular file only, and never waiting on a FIFO: util.h's
+// open_regular_file), measures it, reads its header into `header` and checks
+// that header[0] is `magic`. `kind` names the format in messages ("model
 // checkpoint", "token shard"...). On success f is open just after the header;
 // on failure nothing is left open (binfile_close is still safe).
 int binfile_open(BinFile *f, const char *path, int32_t header[BINFILE_HEADER_INTS],

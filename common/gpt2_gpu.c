@@ -632,7 +632,7 @@ float gpt2_gpu_update(GPT2Gpu *model, float lr, const AdamWConfig *cfg, float ma
 
 // ANCHOR: adam_state_transfer
 static void check_layout(const GPT2Gpu *model, const AdamState *s) {
-    if (memcmp(&s->layout, &model->adam, sizeof model->adam) != 0)
+    if (!adam_layout_equal(&s->layout, &model->adam))
         die("gpt2_gpu: an AdamState of another layout (adam_state_convert it first)");
 }
 

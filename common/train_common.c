@@ -41,22 +41,33 @@ static int make_dirs(const char *dir, char *err) {
     return 0;
 }
 
-// A save cut short by SIGKILL or a power cut leaves its temporaries behind
-// (a Ctrl-C never does: stop_signal.h). Only our own names are touched.
-static void remove_stale_temporaries(const char *dir) {
+// What a save cut short leaves in dir, or NULL: its temporaries, after a
+// SIGKILL or a power cut (a Ctrl-C never leaves them: stop_signal.h), and a
+// state without its model, when it died between the renames (save_run puts
+// the model in place last). Neither is a checkpoint. Only our names qualify.
+static const char *leftover_of_a_save(const char *dir, const char *name) {
+    size_t n = strlen(name);
+    if ((!strncmp(name, "model_", 6) || !strncmp(name, "state_", 6)) && n > 8 &&
+        !strcmp(name + n - 8, ".bin.tmp"))
+        return "left by a save that was cut short";
+    if (strncmp(name, "state_", 6) != 0) return NULL;
+    char model[1280];
+    snprintf(model, sizeof model, "%s/model_%s", dir, name + 6);
+    if (step_of_model_path(model) >= 0 && access(model, F_OK) != 0)
+        return "a state without its model, left by a save cut short between its renames";
+    return NULL;
+}
+
+static void remove_leftovers(const char *dir) {
     DIR *d = opendir(dir);
     if (!d) return;
     struct dirent *e;
     char path[1280];
     while ((e = readdir(d)) != NULL) {
-        const char *name = e->d_name;
-        size_t n = strlen(name);
-        int ours = (!strncmp(name, "model_", 6) || !strncmp(name, "state_", 6)) && n > 8 &&
-                   !strcmp(name + n - 8, ".bin.tmp");
-        if (!ours) continue;
-        snprintf(path, sizeof path, "%s/%s", dir, name);
-        if (unlink(path) == 0)
-            printf("checkpoints: removed %s, left by a save that was cut short\n", path);
+        const char *why = leftover_of_a_save(dir, e->d_name);
+        if (!why) continue;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        if (unlink(path) == 0) printf("checkpoints: removed %s, %s\n", path, why);
     }
     closedir(d);
 }
@@ -71,7 +82,7 @@ int prepare_checkpoint_dir(const char *dir, char *err) {
         return fail(err, "--checkpoint-dir %s: cannot write in it: %s", dir, strerror(errno));
     fclose(fp);
     remove(probe);
-    remove_stale_temporaries(dir);
+    remove_leftovers(dir);
     return 0;
 }
 
@@ -140,15 +151,20 @@ static int adopt_checkpoint_shape(TrainOptions *opt, char *err) {
     return 0;
 }
 
+// The directory of a file's path: "a/b/model.bin" -> "a/b"; "model.bin" -> ".".
+static void dir_of(const char *path, char *dir, size_t cap) {
+    const char *slash = strrchr(path, '/');
+    if (!slash) snprintf(dir, cap, ".");
+    else snprintf(dir, cap, "%.*s", slash == path ? 1 : (int)(slash - path), path);
+}
+
 // Why a model has no state beside it, and where a complete pair is.
 static int missing_state(const char *model_path, const char *state_path, char *err) {
     char dir[1024], latest[1024];
-    const char *slash = strrchr(model_path, '/');
-    snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - model_path) : 1,
-             slash ? model_path : ".");
+    dir_of(model_path, dir, sizeof dir);
     int step = latest_checkpoint(dir, latest, sizeof latest);
-    return fail(err, "%s: no training state beside it (%s is missing: was its save cut "
-                     "short?): %s%s; or --init-from it to start afresh from its weights",
+    return fail(err, "%s: no training state beside it (%s is missing): %s%s; or --init-from "
+                     "it to start afresh from its weights",
                 model_path, state_path,
                 step >= 0 ? "the latest complete checkpoint there is " : "there is no complete "
                                                                          "checkpoint there",
@@ -204,12 +220,60 @@ static int check_data(TrainOptions *opt, char *err) {
     return 0;
 }
 
+// A resumed run saves where it was resumed from, unless told otherwise: the
+// default directory is for new runs (and shared between them).
+static void save_beside_the_resumed(TrainOptions *opt) {
+    if (opt->given & GIVEN_CHECKPOINT_DIR) return;
+    dir_of(opt->resume_from, opt->checkpoint_dir, sizeof opt->checkpoint_dir);
+    printf("checkpoints: saved in %s, beside the resumed checkpoint (--checkpoint-dir DIR saves "
+           "them elsewhere)\n", opt->checkpoint_dir);
+}
+
+// The model files in dir: how many, and the highest step (-1: none, or no dir).
+static int latest_model_in(const char *dir, int *count) {
+    *count = 0;
+    DIR *d = opendir(dir);
+    if (!d) return -1;
+    int latest = -1;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        int step = step_of_model_path(e->d_name);
+        if (step < 0) continue;
+        (*count)++;
+        if (step > latest) latest = step;
+    }
+    closedir(d);
+    return latest;
+}
+
+// A new run saving into another run's directory would write over its
+// checkpoints, and --resume DIR would then mix the two runs' files.
+static int refuse_another_runs_dir(const TrainOptions *opt, char *err) {
+    const char *dir = opt->checkpoint_dir;
+    int count, latest = latest_model_in(dir, &count);
+    if (latest < 0) return 0;
+    return fail(err, "--checkpoint-dir %s%s holds the checkpoints of another run (%d model "
+                     "file%s, the latest of step %d): this run would save over them; give it "
+                     "a directory of its own (--checkpoint-dir ANOTHER), continue that run "
+                     "(--resume %s), or remove its files", dir,
+                (opt->given & GIVEN_CHECKPOINT_DIR) ? "" : " (the default)", count,
+                count == 1 ? "" : "s", latest, dir);
+}
+
+// Where this run's checkpoints go, when it saves any: made ready, and
+// another run's refused.
+static int choose_checkpoint_dir(TrainOptions *opt, char *err) {
+    if (opt->resume_from[0]) save_beside_the_resumed(opt);
+    else if (refuse_another_runs_dir(opt, err)) return -1;
+    return prepare_checkpoint_dir(opt->checkpoint_dir, err);
+}
+
 int prepare_run(TrainOptions *opt, char *err) {
     if (opt->resume_from[0] && resolve_resume_dir(opt, err)) return -1;
     if ((opt->resume_from[0] || opt->init_from[0]) && adopt_checkpoint_shape(opt, err)) return -1;
     if (opt->resume_from[0] && adopt_resumed_progress(opt, err)) return -1;
     if (check_data(opt, err)) return -1;
-    if (opt->checkpoint_every > 0 && prepare_checkpoint_dir(opt->checkpoint_dir, err)) return -1;
+    if (opt->checkpoint_every > 0 && choose_checkpoint_dir(opt, err)) return -1;
     return 0;
 }
 
@@ -281,6 +345,25 @@ int load_state_for_run(const char *model_path, const TrainOptions *opt, const GP
     return 0;
 }
 
+// Both files are whole on the disk, under their temporary names; now they
+// appear. The model's rename is the commit point: the state goes first, so a
+// model that is there has its state complete beside it, whenever the process
+// dies. A model of the same step saved before goes before both (a resumed run
+// saving over it): an old model must not meet the new state. Then the
+// directory is synced, or a power cut could undo the renames.
+static int publish_pair(const char *dir, AtomicFile *state, AtomicFile *model, char *err) {
+    unlink(model->final_path);
+    if (atomic_commit(state, err)) {
+        atomic_abort(model);
+        return -1;
+    }
+    if (atomic_commit(model, err)) {
+        unlink(state->final_path);  // a state without its model is no checkpoint
+        return -1;
+    }
+    return sync_directory(dir, err);
+}
+
 int save_run(const char *dir, const GPT2Config *cfg, const float *params, const AdamState *s,
              const TrainProgress *p, char *model_path, size_t cap, char *err) {
     const size_t num_params = s->layout.num_params;
@@ -295,15 +378,7 @@ int save_run(const char *dir, const GPT2Config *cfg, const float *params, const 
         atomic_abort(&model);
         return -1;
     }
-    // Both are whole on the disk; now they appear, the state last.
-    if (atomic_commit(&model, err)) {
-        atomic_abort(&state);
-        return -1;
-    }
-    if (atomic_commit(&state, err)) {
-        remove(mpath);  // a model without its state is no checkpoint
-        return -1;
-    }
+    if (publish_pair(dir, &state, &model, err)) return -1;
     if (model_path) snprintf(model_path, cap, "%s", mpath);
     return 0;
 }

@@ -32,7 +32,7 @@ void line_buffered_stdout(void);
 // before a model is built or a device is touched, so that a mistake costs
 // nothing. In order:
 //   --resume DIR  becomes DIR's latest complete checkpoint (a model with its
-//                 state);
+//                 state: save_run's models always have one);
 //   --init-from / --resume: the model's shape becomes the checkpoint's; a
 //                 shape flag that was given (train_options.h's GIVEN_ bits)
 //                 must agree with it, and the checkpoint's vocabulary with the
@@ -42,16 +42,24 @@ void line_buffered_stdout(void);
 //                 given; --steps must be beyond the resumed step;
 //   the data:     the training and validation shards are there; --val-batches
 //                 is cut to the batches the validation shards hold;
-//   checkpoints:  when on, the directory is created (with its parents) and
-//                 tested for writing, and temporaries that an interrupted save
-//                 left there are removed.
+//   checkpoints:  when on: a resumed run saves beside the checkpoint it
+//                 resumed unless --checkpoint-dir is given (GIVEN_CHECKPOINT_DIR);
+//                 a new run refuses a directory that holds model_*.bin files
+//                 (another run's: saving there would write over them, and
+//                 --resume DIR would mix the two runs), naming the latest
+//                 step and the ways out; then the directory is created (with
+//                 its parents) and tested for writing, and what an interrupted
+//                 save left there is removed (prepare_checkpoint_dir).
 // Prints a line for each value it changes and each file it removes. Returns
 // 0, or -1 with a reason in err naming the flag or file and what is wrong.
 int prepare_run(TrainOptions *opt, char *err);
 
 // Creates dir and its missing parents, checks that a file can be written in
-// it, and removes the model_*.bin.tmp and state_*.bin.tmp files that a save
-// cut short (a killed process) left there. Errors name the directory.
+// it, and removes what a save cut short (a killed process, a power cut) left
+// there: the model_*.bin.tmp and state_*.bin.tmp files, and a state_NNNNNN.bin
+// without its model_NNNNNN.bin (the save died between its renames: the state
+// is complete, but a state alone resumes nothing, and removing it keeps the
+// directory to pairs). Each removal is printed. Errors name the directory.
 int prepare_checkpoint_dir(const char *dir, char *err);
 
 // ---- data, model, state ----------------------------------------------------------
@@ -76,10 +84,13 @@ int load_state_for_run(const char *model_path, const TrainOptions *opt, const GP
 
 // Writes model_NNNNNN.bin and state_NNNNNN.bin (NNNNNN = p->step) into dir,
 // creating it if needed, as a pair: both are written whole under temporary
-// names, then renamed, the state last, so a state never appears without its
-// model and a model without its state only if the process dies between the
-// two renames (prepare_run's --resume DIR then takes the pair before). The
-// state records the model's checksum. Non-finite parameters or moments are
+// names and synced, then renamed, the state first and the model last, then
+// the directory is synced (sync_directory, util.h). The model's rename is the
+// commit point: a model present means its state is complete beside it. A
+// process that dies between the renames leaves a state without its model,
+// which no reader takes for a checkpoint (--resume DIR takes the pair before)
+// and prepare_checkpoint_dir removes; a power cut loses no rename that save_run
+// returned from. The state records the model's checksum. Non-finite parameters or moments are
 // refused and nothing is written. The model path goes to model_path (cap
 // bytes) if not NULL. The state is s's (train_state.h: version 2, or 3 with
 // 8-bit moments); its parameters are s->layout.num_params.

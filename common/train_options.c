@@ -221,7 +221,7 @@ static const FlagSpec FLAGS[] = {
     {"--sample-every", NULL, FLAG_INT, FIELD(sample_every), 0, MANY, 0},
     {"--sample-tokens", NULL, FLAG_INT, FIELD(sample_tokens), 0, MANY, 0},
     {"--checkpoint-every", NULL, FLAG_INT, FIELD(checkpoint_every), 0, MANY, 0},
-    {"--checkpoint-dir", NULL, FLAG_TEXT, FIELD(checkpoint_dir), 0, 0, 0},
+    {"--checkpoint-dir", NULL, FLAG_TEXT, FIELD(checkpoint_dir), 0, 0, GIVEN_CHECKPOINT_DIR},
     {"--resume", NULL, FLAG_TEXT, FIELD(resume_from), 0, 0, 0},
     {"--log-every", NULL, FLAG_INT, FIELD(log_every), 1, MANY, 0},
 };

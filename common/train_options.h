@@ -53,6 +53,7 @@ enum {
     GIVEN_BATCH = 1u << 6,        // -b, --batch
     GIVEN_SEQ_LEN = 1u << 7,      // -t, --seq-len
     GIVEN_STEPS = 1u << 8,        // --steps
+    GIVEN_CHECKPOINT_DIR = 1u << 9, // --checkpoint-dir
 };
 
 // The defaults: a small model that trains on a CPU in minutes.

@@ -270,10 +270,13 @@ int latest_checkpoint(const char *dir, char *model_path, size_t cap) {
     char model[1024], state[1024];
     struct dirent *e;
     while ((e = readdir(d)) != NULL) {
-        int step = step_in_name(e->d_name, "state_");
+        int step = step_in_name(e->d_name, "model_");
         if (step <= best) continue;
         checkpoint_paths(dir, step, model, state, sizeof model);
-        if (access(model, F_OK) == 0) best = step;  // a state is written after its model
+        // save_run puts the state in place before its model, so a model has
+        // its state; one without (the state removed by hand, or the save of
+        // a trainer that renamed the model first cut short) is passed over.
+        if (access(state, F_OK) == 0) best = step;
     }
     closedir(d);
     if (best >= 0) checkpoint_paths(dir, best, model_path, state, cap);

@@ -99,8 +99,10 @@ int state_path_for_model(const char *model_path, char *state_path, size_t cap, c
 int step_of_model_path(const char *model_path);
 
 // The latest complete checkpoint in dir: the model_NNNNNN.bin of the highest
-// step whose state_NNNNNN.bin is there too. Returns its step, with its path
-// in model_path; -1 when there is none (or dir cannot be read).
+// step whose state_NNNNNN.bin is there too (a state without its model is
+// what a save cut short between its two renames leaves: train_common.h's
+// save_run). Returns its step, with its path in model_path; -1 when there is
+// none (or dir cannot be read).
 int latest_checkpoint(const char *dir, char *model_path, size_t cap);
 
 #endif

@@ -3,6 +3,7 @@
 #include "util.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -61,6 +62,50 @@ FILE *open_for_reading(const char *path, long *regular_size, char *err) {
         return NULL;
     }
     *regular_size = S_ISREG(st.st_mode) ? (long)st.st_size : -1;
+    return fp;
+}
+
+// What a file that is not a regular one is, for a message.
+static const char *kind_of_file(mode_t mode) {
+    if (S_ISFIFO(mode)) return "a FIFO";
+    if (S_ISCHR(mode)) return "a character device";
+    if (S_ISBLK(mode)) return "a block device";
+    if (S_ISSOCK(mode)) return "a socket";
+    return "neither a file nor a directory";
+}
+
+// Why the open file fd cannot be read as `kind`, or NULL when it is a regular
+// file; then *size is its length.
+static const char *not_regular(int fd, const char *kind, long *size, char *why, size_t cap) {
+    struct stat st;
+    if (fstat(fd, &st) != 0) return strerror(errno);
+    if (S_ISDIR(st.st_mode)) return "is a directory, expected a file";
+    if (!S_ISREG(st.st_mode)) {
+        snprintf(why, cap, "not a regular file but %s (a %s must be one, of a known length)",
+                 kind_of_file(st.st_mode), kind);
+        return why;
+    }
+    *size = (long)st.st_size;
+    return NULL;
+}
+
+FILE *open_regular_file(const char *path, const char *kind, long *size, char *err) {
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
+        fail(err, "%s: cannot open: %s", path, strerror(errno));
+        return NULL;
+    }
+    char buf[ERR_LEN];
+    const char *why = not_regular(fd, kind, size, buf, sizeof buf);
+    FILE *fp = NULL;
+    // A regular file's reads never wait, O_NONBLOCK or not; it is cleared all
+    // the same, so that the FILE behaves as any that fopen opened.
+    if (!why && fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) == 0) fp = fdopen(fd, "rb");
+    if (!fp) {
+        if (!why) why = strerror(errno);
+        close(fd);
+        fail(err, "%s: %s", path, why);
+    }
     return fp;
 }
 
@@ -176,6 +221,17 @@ int atomic_commit(AtomicFile *af, char *err) {
         return fail(err, "%s: cannot rename into place: %s", af->final_path, strerror(e));
     }
     unlist_temporary(af);
+    return 0;
+}
+
+int sync_directory(const char *dir, char *err) {
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return fail(err, "%s: cannot open the directory to sync it: %s", dir,
+                            strerror(errno));
+    int bad = fsync(fd) != 0 && errno != EINVAL;
+    int e = errno;
+    close(fd);
+    if (bad) return fail(err, "%s: cannot sync the directory: %s", dir, strerror(e));
     return 0;
 }
 

@@ -34,7 +34,17 @@ void *xcalloc(size_t count, size_t size);
 // directory"): Linux lets fopen open one, and the first read or seek then
 // fails with a baffling message. *regular_size gets the length of a regular
 // file and -1 for anything else (a pipe, a device). NULL and err on failure.
+// For text, which may come through a pipe: a FIFO's open waits for its
+// writer, as cat's does. Files that need a length use open_regular_file.
 FILE *open_for_reading(const char *path, long *regular_size, char *err);
+
+// Opens an existing regular file for reading, and nothing else: a directory
+// is refused as above, anything else by name and kind ("not a regular file
+// but a FIFO (a <kind> must be one, of a known length)"), `kind` naming what
+// the caller reads. It never waits: fopen of a FIFO blocks until a writer
+// comes, perhaps forever, before fstat could tell that it is no file, so the
+// path is opened with O_NONBLOCK and checked first. *size gets the length.
+FILE *open_regular_file(const char *path, const char *kind, long *size, char *err);
 
 // Reads a whole file into a fresh buffer (NUL-terminated for convenience; the
 // terminator is not counted in *len). Returns NULL and sets err on failure.
@@ -62,6 +72,13 @@ void atomic_abort(AtomicFile *af);             // fclose + remove the temporary
 // Removes every temporary still being written. Async-signal-safe (it only
 // calls unlink), for a signal handler that is about to _exit.
 void atomic_remove_temporaries(void);
+
+// Flushes dir's entries to the disk: a rename is a change to the directory,
+// not to the file, and without this a power cut can undo it even though the
+// file's bytes were synced. Opens dir (O_RDONLY | O_DIRECTORY) and fsyncs it.
+// A file system that cannot sync a directory (EINVAL) has nothing to flush.
+// Errors name the directory.
+int sync_directory(const char *dir, char *err);
 
 // Deterministic RNG (xorshift64*), seeded per use. Not for cryptography.
 typedef struct { uint64_t state; } Rng;

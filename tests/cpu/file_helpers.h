@@ -85,6 +85,13 @@ static inline void write_bytes(const char *path, const void *data, size_t n) {
     fclose(fp);
 }
 
+// A FIFO (a named pipe) at path, with no writer: an ordinary open of it waits
+// for one, here forever. A test that reads one gives itself a .timeout, so
+// that a reader that waits fails the test instead of hanging it.
+static inline void make_fifo(const char *path) {
+    cr_assert_eq(mkfifo(path, 0644), 0, "%s: cannot make a FIFO", path);
+}
+
 // Overwrites n bytes at byte_offset with data; the file keeps its length.
 static inline void patch_bytes(const char *path, long byte_offset, const void *data, size_t n) {
     FILE *fp = fopen(path, "r+b");

@@ -204,6 +204,18 @@ Test(checkpoint, a_directory_is_named_as_one) {
     assert_fails_with(read_checkpoint(path, err), err, path, "is a directory", NULL);
 }
 
+Test(checkpoint, a_fifo_is_refused_without_waiting_for_a_writer, .timeout = 10) {
+    const char *path = tmp_path("model_000001.bin");
+    make_fifo(path);
+    char err[ERR_LEN];
+    assert_fails_with(read_checkpoint(path, err), err, path, "not a regular file but a FIFO",
+                      "a model checkpoint must be one");
+    GPT2Config cfg;
+    assert_fails_with(checkpoint_read_config(path, &cfg, err), err, path, "a FIFO", NULL);
+    uint64_t checksum;
+    assert_fails_with(checkpoint_file_checksum(path, &checksum, err), err, path, "a FIFO", NULL);
+}
+
 Test(checkpoint, extra_trailing_bytes) {
     GPT2Config cfg = tiny_config(1, 0);
     const char *path = write_good_checkpoint(&cfg);

@@ -332,6 +332,15 @@ Test(debug_state, a_directory_is_named_as_one) {
     assert_fails_with(read_state(path, &cfg, err), err, path, "is a directory", NULL);
 }
 
+Test(debug_state, a_fifo_is_refused_without_waiting_for_a_writer, .timeout = 10) {
+    GPT2Config cfg = tiny_config(0, 1);
+    const char *path = tmp_path("state.bin");
+    make_fifo(path);
+    char err[ERR_LEN];
+    assert_fails_with(read_state(path, &cfg, err), err, path, "not a regular file but a FIFO",
+                      "debug state");
+}
+
 Test(debug_state, extra_trailing_bytes) {
     GPT2Config cfg = tiny_config(1, 0);
     const char *path = write_good_state(&cfg);

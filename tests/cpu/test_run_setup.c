@@ -180,7 +180,7 @@ Test(run_setup, resume_from_a_directory_takes_its_latest_complete_pair) {
     char err[ERR_LEN];
     char *bytes = read_file(model, &n, err);
     cr_assert_not_null(bytes, "%s", err);
-    write_bytes(tmp_path("ckpt/model_000005.bin"), bytes, n);  // a save cut short: no state
+    write_bytes(tmp_path("ckpt/model_000005.bin"), bytes, n);  // its state removed, say
     free(bytes);
     TrainOptions o = resume_options(tmp_path("ckpt"), 0);
     cr_assert_eq(prepare_run(&o, err), 0, "%s", err);
@@ -205,6 +205,17 @@ Test(run_setup, missing_data_is_found_before_the_run) {
     TrainOptions o = tiny_train_options(40);
     snprintf(o.val_pattern, sizeof o.val_pattern, "%s", tmp_path("nothing_*.bin"));
     assert_prepare_fails(o, "validation data", "nothing_");
+}
+
+// A FIFO named by mistake: refused at once, where fopen would wait for a writer.
+Test(run_setup, a_fifo_to_start_from_is_refused_without_waiting, .timeout = 10) {
+    char fifo[512];  // tmp_path's buffers rotate: the options' paths would overwrite it
+    snprintf(fifo, sizeof fifo, "%s", tmp_path("model_000002.bin"));
+    make_fifo(fifo);
+    TrainOptions o = tiny_train_options(40);
+    snprintf(o.init_from, sizeof o.init_from, "%s", fifo);
+    assert_prepare_fails(o, fifo, "not a regular file but a FIFO");
+    assert_prepare_fails(resume_options(fifo, 0), fifo, "not a regular file but a FIFO");
 }
 
 // ---- prepare_run: the checkpoint directory, at start-up ---------------------------------
@@ -236,6 +247,50 @@ Test(run_setup, temporaries_of_a_save_cut_short_are_removed) {
     cr_assert_eq(prepare_run(&o, err), 0, "%s", err);
     cr_assert_neq(access(tmp, F_OK), 0, "our temporary is removed");
     cr_assert_eq(access(keep, F_OK), 0, "another file is not ours to remove");
+}
+
+// ---- prepare_run: whose checkpoints go where ---------------------------------------------
+Test(run_setup, a_new_run_refuses_the_directory_of_another_runs_checkpoints) {
+    saved_run();  // ckpt/model_000002.bin, the default of tiny_train_options
+    char dir[512], err[ERR_LEN] = "";
+    snprintf(dir, sizeof dir, "%s", tmp_path("ckpt"));
+    TrainOptions o = tiny_train_options(40);
+    o.checkpoint_every = 10;
+    cr_assert_eq(prepare_run(&o, err), -1, "a new run would save over another's checkpoints");
+    assert_error_says(err, "--checkpoint-dir", dir);
+    assert_error_says(err, "(the default) holds the checkpoints of another run", "of step 2");
+    assert_error_says(err, "--checkpoint-dir ANOTHER", "remove its files");
+    char resume[600];
+    snprintf(resume, sizeof resume, "--resume %s", dir);
+    assert_error_says(err, resume, NULL);
+    // A run that saves nothing does not care; one given a directory of its own saves there.
+    o.checkpoint_every = 0;
+    cr_assert_eq(prepare_run(&o, err), 0, "%s", err);
+    o.checkpoint_every = 10;
+    o.given |= GIVEN_CHECKPOINT_DIR;
+    snprintf(o.checkpoint_dir, sizeof o.checkpoint_dir, "%s", tmp_path("ckpt_b"));
+    cr_assert_eq(prepare_run(&o, err), 0, "%s", err);
+}
+
+Test(run_setup, a_resumed_run_saves_beside_the_checkpoint_it_resumed) {
+    const char *model = saved_run();
+    char dir[512], elsewhere[512], err[ERR_LEN];
+    snprintf(dir, sizeof dir, "%s", tmp_path("ckpt"));
+    snprintf(elsewhere, sizeof elsewhere, "%s", tmp_path("elsewhere"));
+    const char *from[] = {model, dir};  // the model, or its directory
+    for (int i = 0; i < 2; i++) {
+        TrainOptions o = resume_options(from[i], 0);
+        o.checkpoint_every = 10;
+        snprintf(o.checkpoint_dir, sizeof o.checkpoint_dir, "%s", elsewhere);  // a default
+        cr_assert_eq(prepare_run(&o, err), 0, "%s", err);
+        cr_assert_str_eq(o.checkpoint_dir, dir, "--resume %s", from[i]);
+    }
+    // --checkpoint-dir given: there.
+    TrainOptions o = resume_options(model, GIVEN_CHECKPOINT_DIR);
+    o.checkpoint_every = 10;
+    snprintf(o.checkpoint_dir, sizeof o.checkpoint_dir, "%s", elsewhere);
+    cr_assert_eq(prepare_run(&o, err), 0, "%s", err);
+    cr_assert_str_eq(o.checkpoint_dir, elsewhere);
 }
 
 // ---- as the run goes -------------------------------------------------------------------

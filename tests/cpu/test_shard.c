@@ -167,6 +167,16 @@ Test(shard, a_directory_is_named_as_one) {
     assert_fails_with(shard_read_header(path, &n, err), err, path, "is a directory", NULL);
 }
 
+Test(shard, a_fifo_is_refused_without_waiting_for_a_writer, .timeout = 10) {
+    const char *path = tmp_path("train_000.bin");
+    make_fifo(path);
+    char err[ERR_LEN];
+    assert_fails_with(read_shard(path, VOCAB, err), err, path, "not a regular file but a FIFO",
+                      "token shard");
+    size_t n;
+    assert_fails_with(shard_read_header(path, &n, err), err, path, "a FIFO", NULL);
+}
+
 Test(shard, extra_trailing_bytes) {
     const char *path = write_good_shard();
     append_bytes(path, 3);

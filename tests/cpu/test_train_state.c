@@ -75,6 +75,18 @@ Test(train_state, non_finite_moments_are_neither_written_nor_read) {
                       "element 2");
 }
 
+Test(train_state, a_fifo_is_refused_without_waiting_for_a_writer, .timeout = 10) {
+    const char *path = tmp_path("state_000042.bin");
+    make_fifo(path);
+    float m[N], v[N];
+    TrainProgress p;
+    char err[ERR_LEN];
+    assert_fails_with(train_state_read(path, &p, m, v, N, err), err, path,
+                      "not a regular file but a FIFO", "training state");
+    size_t n;
+    assert_fails_with(train_state_read_progress(path, &p, &n, err), err, path, "a FIFO", NULL);
+}
+
 Test(train_state, a_huge_parameter_count_is_refused) {
     const char *path = write_good_state();
     patch_int32(path, 4, 0x7fffffff);  // the count's high word
@@ -113,7 +125,8 @@ Test(train_state, latest_checkpoint_is_the_latest_complete_pair) {
                            "state_000030.bin.tmp"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         write_bytes(tmp_path(names[i]), "x", 1);
-    // 30 lacks its state (a save cut short), 40 its model.
+    // 40 lacks its model (a save cut short between its renames), 30 its state
+    // (removed, say).
     cr_assert_eq(latest_checkpoint(tmpdir, model, sizeof model), 20);
     cr_assert_str_eq(model, tmp_path("model_000020.bin"));
     cr_assert_eq(step_of_model_path(model), 20);
