@@ -258,8 +258,11 @@ static int check_together(TrainOptions *o, char *err) {
     if (o->init_from[0] && o->resume_from[0])
         return fail(err, "--init-from and --resume: give one or the other (--resume continues "
                          "a run; --init-from starts a new one from a model's weights)");
+    // Every token needs its row in wte and lm_head: fewer rows is no model.
     if (o->model.padded_vocab_size < o->model.vocab_size)
-        o->model.padded_vocab_size = o->model.vocab_size;
+        return fail(err, "--padded-vocab %d is smaller than the vocabulary, %d tokens: it "
+                         "counts wte's and lm_head's rows, one per token, then the padding",
+                    o->model.padded_vocab_size, o->model.vocab_size);
     if (!(o->given & GIVEN_SEQ_LEN)) o->T = o->model.max_seq_len;
     // With --init-from or --resume the model's shape is the checkpoint's:
     // prepare_run checks the shape flags and T against it.

@@ -69,6 +69,8 @@ Test(run_setup, every_mistake_on_the_command_line_is_named) {
     assert_parse_fails("--model: unknown preset 'huge'", 3, "--model", "huge");
     assert_parse_fails("--init-from and --resume", 5, "--init-from", "a.bin", "--resume", "b.bin");
     assert_parse_fails("must be divisible", 5, "--channels", "100", "--heads", "3");
+    assert_parse_fails("--padded-vocab 100 is smaller than the vocabulary, 50257 tokens", 3,
+                       "--padded-vocab", "100");
 }
 
 Test(run_setup, the_flags_given_are_recorded) {

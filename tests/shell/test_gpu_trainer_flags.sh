@@ -41,6 +41,11 @@ a_switch_of_the_other_build_is_refused() {
   refused $fp32 "the precision is not a switch but a build" --bf16
 }
 
+a_padding_smaller_than_the_vocabulary_is_refused() {
+  refused $fp32 "--padded-vocab 100 is smaller than the vocabulary, 50257 tokens" \
+    --padded-vocab 100
+}
+
 a_chapter_of_the_other_precision_is_refused() {
   refused $fp32 "chapter 02 (Mixed precision (bf16)) runs in bf16" --chapter 2 &&
   refused $fp32 "--chapter: no chapter '99'" --chapter 99
@@ -73,6 +78,7 @@ check a_flag_without_its_value_is_named
 check unknown_flags_and_stray_words_are_named
 check a_switch_of_the_other_build_is_refused
 check a_chapter_of_the_other_precision_is_refused
+check a_padding_smaller_than_the_vocabulary_is_refused
 check files_are_checked_before_the_device
 check check_state_takes_switches_only
 check good_flags_reach_the_device_check
