@@ -319,6 +319,13 @@ int check_step_finite(int step, float loss, float grad_norm, char *err) {
                 step, bad_loss ? "loss" : "gradient norm", isnan(x) ? "NaN" : "infinite");
 }
 
+int check_val_loss_finite(int step, float val_loss, char *err) {
+    if (isfinite(val_loss)) return 0;
+    return fail(err, "step %d: the validation loss is %s: the run has diverged; stopped, and "
+                     "nothing more is saved (a lower --lr, or --grad-clip, may help)",
+                step, isnan(val_loss) ? "NaN" : "infinite");
+}
+
 void describe_param_count(const GPT2Config *cfg, char *buf, size_t cap) {
     double n = gpt2_num_params(cfg) / 1e6;
     if (cfg->tied) {

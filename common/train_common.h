@@ -12,6 +12,7 @@
 //   stop_signals_install();   (stop_signal.h)
 //   ... build the trainer, then per step:
 //   check_step_finite(...)    -> exit 1, nothing saved, on a diverged step
+//   check_val_loss_finite(...) -> exit 1 on a validation loss that is not finite
 //   if (stop_requested()) ... save, report_stopped_run, exit stop_exit_status()
 #ifndef TRAIN_COMMON_H
 #define TRAIN_COMMON_H
@@ -97,6 +98,11 @@ void simulated_storage_delay(int us);
 // the gradient norm is NaN or infinite. The run has diverged: stop, exit 1,
 // save nothing (the parameters are already ruined by that step's update).
 int check_step_finite(int step, float loss, float grad_norm, char *err);
+
+// After the validation at step `step`: fails, naming the step and the value,
+// when the validation loss is NaN or infinite. The model has diverged as
+// surely as when the training loss does (check_step_finite): stop, exit 1.
+int check_val_loss_finite(int step, float val_loss, char *err);
 
 // The model's parameter count for the start-up line, saying whether lm_head
 // is tied: "124.44M parameters (tied: lm_head is wte)", or for an untied model

@@ -318,6 +318,7 @@ static void print_val_loss(GpuTrainer *tr) {
     char err[ERR_LEN];
     float loss;
     if (gpu_trainer_val_loss(tr, &loss, err)) die("%s", err);
+    if (check_val_loss_finite(tr->step, loss, err)) die("%s", err);
     printf("step %5d | val loss %.4f\n", tr->step, loss);
 }
 

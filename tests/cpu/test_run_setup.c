@@ -1,9 +1,10 @@
 // test_run_setup.c: what happens before a run trains and as it goes: the
 // command line (every mistake named, none silently ignored), prepare_run
 // (flags against the files they name, the checkpoint directory made and
-// tested at start-up), the diverged-step check, the parameter count's line,
-// and the stop signals (a first Ctrl-C waits for the step, a second one
-// leaves no temporary behind).
+// tested at start-up), the checks of a diverged step and of a validation
+// loss that is not finite, the parameter count's line, and the stop signals
+// (a first Ctrl-C waits for the step, a second one leaves no temporary
+// behind).
 #define _POSIX_C_SOURCE 200809L  // for file_helpers.h; fork, kill
 #include <criterion/criterion.h>
 #include <criterion/redirect.h>
@@ -248,6 +249,16 @@ Test(run_setup, a_diverged_step_is_named) {
     assert_error_says(err, "step 4: the loss is NaN", "diverged");
     cr_assert_eq(check_step_finite(5, 2.5f, INFINITY, err), -1);
     assert_error_says(err, "step 5: the gradient norm is infinite", NULL);
+}
+
+Test(run_setup, a_validation_loss_that_is_not_finite_is_named) {
+    char err[ERR_LEN];
+    cr_assert_eq(check_val_loss_finite(25, 3.5f, err), 0);
+    cr_assert_eq(check_val_loss_finite(25, NAN, err), -1);
+    assert_error_says(err, "step 25: the validation loss is NaN", "diverged");
+    cr_assert_eq(check_val_loss_finite(50, INFINITY, err), -1);
+    assert_error_says(err, "step 50: the validation loss is infinite", NULL);
+    cr_assert_eq(check_val_loss_finite(0, -INFINITY, err), -1);
 }
 
 Test(run_setup, the_parameter_count_says_untied) {

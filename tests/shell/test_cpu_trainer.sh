@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# test_cpu_trainer.sh: the CPU trainer as a user meets it, on a tiny model:
+# a run that diverges in its validation stops, saying so.
+source "$(dirname "$0")/lib.sh"
+
+cpu=build/train_gpt2_cpu
+tiny=(--data data/tinyshakespeare --model tiny -b 2 --sample-tokens 0)
+
+# checkpoint: a tiny model after one step, saved in $work/ck; prints its path.
+checkpoint() {
+  $cpu "${tiny[@]}" --steps 1 --val-every 0 --checkpoint-every 1 --checkpoint-dir "$work/ck" \
+    >"$work/ck.out" 2>&1 || { fail "the CPU trainer: $(tail -2 "$work/ck.out")"; return 1; }
+  echo "$work/ck/model_000001.bin"
+}
+
+# overwrite_tail FILE BYTES PATTERN: FILE's last BYTES bytes become PATTERN
+# (printf's escapes), repeated.
+overwrite_tail() {
+  local file=$1 n=$2
+  printf "$3" >"$work/pattern"
+  while [ "$(stat -c %s "$work/pattern")" -lt "$n" ]; do
+    cat "$work/pattern" "$work/pattern" >"$work/pattern2" && mv "$work/pattern2" "$work/pattern"
+  done
+  head -c "$n" "$work/pattern" | dd of="$file" bs=1M seek=$(($(stat -c %s "$file") - n)) \
+    oflag=seek_bytes conv=notrunc status=none
+}
+
+a_validation_loss_that_is_not_finite_stops_the_run() {
+  local model
+  model=$(checkpoint) || return 1
+  # lm_head (an untied model's last tensor) at +-1e30: finite weights, whose
+  # logits put the whole probability on a few tokens, so the loss is infinite.
+  overwrite_tail "$model" $((50257 * 64 * 4)) '\xca\xf2\x49\x71\xca\xf2\x49\x71\xca\xf2\x49\xf1'
+  expect_status 1 $cpu "${tiny[@]}" --init-from "$model" --steps 2 --val-every 1 || return 1
+  says "$work/err" "step 0: the validation loss is infinite: the run has diverged"
+}
+
+if [ ! -x $cpu ]; then
+  echo "[SKIP] test_cpu_trainer: $cpu not built"
+  exit 0
+fi
+check a_validation_loss_that_is_not_finite_stops_the_run
+finish
