@@ -1,12 +1,18 @@
 // train_cpu.c: see train_cpu.h.
 #include "train_cpu.h"
 
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "optimizer.h"
 #include "sampling.h"
 #include "train_common.h"
+
+void cpu_threads_cap(void) {
+    int processors = omp_get_num_procs();
+    if (omp_get_max_threads() > processors) omp_set_num_threads(processors);
+}
 
 // The model's weights come from one of three places: a resumed run's
 // checkpoint, --init-from, or GPT-2's random initialisation.

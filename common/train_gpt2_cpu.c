@@ -95,6 +95,7 @@ static int train(const TrainOptions *opt, const Tokenizer *tok) {
 
 int main(int argc, char **argv) {
     line_buffered_stdout();
+    cpu_threads_cap();
     char err[ERR_LEN];
     if (argc > 1 && !strcmp(argv[1], "--check-state")) {
         if (argc == 4) return check_state_cpu(argv[2], argv[3]);

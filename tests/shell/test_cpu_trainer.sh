@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # test_cpu_trainer.sh: the CPU trainer as a user meets it, on a tiny model:
-# a run that diverges in its validation stops, saying so.
+# a run that diverges in its validation stops, saying so; OMP_NUM_THREADS
+# cannot ask for more threads than the machine has.
 source "$(dirname "$0")/lib.sh"
 
 cpu=build/train_gpt2_cpu
@@ -35,9 +36,15 @@ a_validation_loss_that_is_not_finite_stops_the_run() {
   says "$work/err" "step 0: the validation loss is infinite: the run has diverged"
 }
 
+more_threads_than_libgomp_can_start_are_capped() {
+  OMP_NUM_THREADS=100000 expect_status 0 $cpu "${tiny[@]}" --steps 2 --val-every 0 \
+    --sample-tokens 4
+}
+
 if [ ! -x $cpu ]; then
   echo "[SKIP] test_cpu_trainer: $cpu not built"
   exit 0
 fi
 check a_validation_loss_that_is_not_finite_stops_the_run
+check more_threads_than_libgomp_can_start_are_capped
 finish
