@@ -6,7 +6,6 @@
 #include <stdlib.h>
 
 #include "checkpoint.h"
-#include "debug_state.h"
 #include "gpt2_cpu.h"
 #include "tolerances.h"
 #include "util.h"
@@ -61,13 +60,23 @@ static int report_gradients(const GPT2Cpu *model, const DebugState *ds) {
     return bad;
 }
 
+int check_files_read(const char *model_path, const char *state_path, GPT2Config *cfg,
+                     float **params, DebugState *ds, char *err) {
+    if (checkpoint_read(model_path, cfg, params, err)) return -1;
+    if (debug_state_read(state_path, cfg, ds, err)) {
+        free(*params);
+        *params = NULL;
+        return -1;
+    }
+    return 0;
+}
+
 int check_state_cpu(const char *model_path, const char *state_path) {
     char err[ERR_LEN];
     GPT2Config cfg;
     float *params;
     DebugState ds;
-    if (checkpoint_read(model_path, &cfg, &params, err) ||
-        debug_state_read(state_path, &cfg, &ds, err)) {
+    if (check_files_read(model_path, state_path, &cfg, &params, &ds, err)) {
         fprintf(stderr, "error: %s\n", err);
         return 1;
     }

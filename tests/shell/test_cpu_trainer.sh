@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # test_cpu_trainer.sh: the CPU trainer as a user meets it, on a tiny model:
 # a run that diverges in its validation stops, saying so; OMP_NUM_THREADS
-# cannot ask for more threads than the machine has.
+# cannot ask for more threads than the machine has; --check-state frees what
+# it read when a file is bad (under valgrind, where it is installed).
 source "$(dirname "$0")/lib.sh"
 
 cpu=build/train_gpt2_cpu
@@ -41,10 +42,21 @@ more_threads_than_libgomp_can_start_are_capped() {
     --sample-tokens 4
 }
 
+check_state_with_a_bad_state_leaks_nothing() {
+  command -v valgrind >/dev/null || { skip "valgrind is not installed"; return; }
+  local model
+  model=$(checkpoint) || return 1
+  head -c 5000 /dev/zero | tr '\0' x >"$work/garbage.bin"
+  expect_status 1 valgrind -q --leak-check=full --error-exitcode=99 \
+    $cpu --check-state "$model" "$work/garbage.bin" || return 1
+  says "$work/err" "$work/garbage.bin"
+}
+
 if [ ! -x $cpu ]; then
   echo "[SKIP] test_cpu_trainer: $cpu not built"
   exit 0
 fi
 check a_validation_loss_that_is_not_finite_stops_the_run
 check more_threads_than_libgomp_can_start_are_capped
+check check_state_with_a_bad_state_leaks_nothing
 finish
