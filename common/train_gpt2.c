@@ -509,7 +509,8 @@ int main(int argc, char **argv) {
             return 0;
         }
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            train_options_usage(argv[0]);
+            TrainOptions defaults = gpu_defaults();
+            train_options_usage(argv[0], &defaults);
             usage_extra();
             return 0;
         }

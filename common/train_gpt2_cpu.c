@@ -105,6 +105,8 @@ int main(int argc, char **argv) {
     TrainOptions opt = train_options_default();
     int parsed = train_options_parse(&opt, argc, argv, err);
     if (parsed == 1) {
+        TrainOptions defaults = train_options_default();
+        train_options_usage(argv[0], &defaults);
         printf("  --check-state MODEL STATE  (alone) compare the CPU reference with a debug\n"
                "                        state written by tools/pytorch_reference.py or llm.c\n");
         return 0;

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # test_cpu_trainer.sh: the CPU trainer as a user meets it, on a tiny model:
-# a run that diverges in its validation stops, saying so; OMP_NUM_THREADS
-# cannot ask for more threads than the machine has; --check-state frees what
-# it read when a file is bad (under valgrind, where it is installed).
+# --help prints its defaults; a run that diverges in its validation stops,
+# saying so; OMP_NUM_THREADS cannot ask for more threads than the machine
+# has; --check-state frees what it read when a file is bad (under valgrind,
+# where it is installed).
 source "$(dirname "$0")/lib.sh"
 
 cpu=build/train_gpt2_cpu
@@ -25,6 +26,17 @@ overwrite_tail() {
   done
   head -c "$n" "$work/pattern" | dd of="$file" bs=1M seek=$(($(stat -c %s "$file") - n)) \
     oflag=seek_bytes conv=notrunc status=none
+}
+
+help_prints_the_cpu_defaults() {
+  expect_status 0 $cpu --help || return 1
+  says "$work/out" "preset: tiny, small or 124m (default small)" &&
+  says "$work/out" "sequences per step (default 8)" &&
+  says "$work/out" "tokens per sequence (default: the model's max, 64)" &&
+  says "$work/out" "a resumed run continues to N (default 100)" &&
+  says "$work/out" "peak learning rate (default 0.001)" &&
+  says "$work/out" "batches per validation (default 4)" &&
+  says "$work/out" "tokens per sample, 0 = no sampling (default 48)"
 }
 
 a_validation_loss_that_is_not_finite_stops_the_run() {
@@ -56,6 +68,7 @@ if [ ! -x $cpu ]; then
   echo "[SKIP] test_cpu_trainer: $cpu not built"
   exit 0
 fi
+check help_prints_the_cpu_defaults
 check a_validation_loss_that_is_not_finite_stops_the_run
 check more_threads_than_libgomp_can_start_are_capped
 check check_state_with_a_bad_state_leaks_nothing

@@ -18,6 +18,20 @@ refused() {
   says "$work/err" "$text"
 }
 
+help_prints_the_gpu_defaults() {
+  local bin
+  for bin in $fp32 $bf16; do
+    expect_status 0 $bin --help || return 1
+    says "$work/out" "preset: tiny, small or 124m (default 124m)" &&
+    says "$work/out" "sequences per step (default 16)" &&
+    says "$work/out" "tokens per sequence (default: the model's max, 1024)" &&
+    says "$work/out" "a resumed run continues to N (default 50)" &&
+    says "$work/out" "peak learning rate (default 0.0006)" &&
+    says "$work/out" "batches per validation (default 1)" &&
+    says "$work/out" "tokens per sample, 0 = no sampling (default 64)" || return 1
+  done
+}
+
 counts_are_parsed_whole() {
   refused $fp32 "--bench-warmup: expected a whole number >= 0, got '3x'" --bench-warmup 3x &&
   refused $fp32 "--peak-tflops: expected a number > 0, got '-5'" --peak-tflops -5 &&
@@ -73,6 +87,7 @@ if [ ! -x $fp32 ] || [ ! -x $bf16 ]; then
   echo "[SKIP] test_gpu_trainer_flags: $fp32 and $bf16 not built (no nvcc)"
   exit 0
 fi
+check help_prints_the_gpu_defaults
 check counts_are_parsed_whole
 check a_flag_without_its_value_is_named
 check unknown_flags_and_stray_words_are_named
