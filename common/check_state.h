@@ -9,6 +9,11 @@
 
 #include "chapters.h"
 
+// The two files of a check, before a device is looked for: each is there, a
+// regular file and readable, and the model's header is a checkpoint's.
+// Returns 0, or -1 with a reason in err naming the file.
+int check_state_files(const char *model_path, const char *state_path, char *err);
+
 // Prints the report; returns 0 when every tensor is within tolerance
 // (tolerances.h), 1 when one is not, and exits with a message on a bad file.
 int check_state_run(const char *model_path, const char *state_path, const Optimizations *optim);

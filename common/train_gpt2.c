@@ -47,6 +47,8 @@ typedef struct {
     int profile_steps;   // profile this many steps after the warm-up (0: none)
     const char *profile_csv;
     int memory;          // print the device memory, tensor by tensor
+    int help;            // --help: print the usage, run nothing
+    int list_chapters;   // --list-chapters: print the table, run nothing
 } GpuFlags;
 
 // A chapter runs only in the build of its precision.
@@ -114,6 +116,9 @@ static const GpuFlagSpec GPU_FLAGS[] = {
     {"--profile", GPU_FLAG_COUNT, GPU_FIELD(profile_steps)},
     {"--profile-csv", GPU_FLAG_TEXT, GPU_FIELD(profile_csv)},
     {"--memory", GPU_FLAG_ON, GPU_FIELD(memory)},
+    {"--help", GPU_FLAG_ON, GPU_FIELD(help)},
+    {"-h", GPU_FLAG_ON, GPU_FIELD(help)},
+    {"--list-chapters", GPU_FLAG_ON, GPU_FIELD(list_chapters)},
     {"--bf16", GPU_FLAG_PRECISION, 0},
     {"--no-bf16", GPU_FLAG_PRECISION, 0},
     {"--fp32", GPU_FLAG_PRECISION, 0},
@@ -209,17 +214,19 @@ static int take_gpu_flags(GpuFlags *f, int *argc, char **argv, char *err) {
 
 // Everything the command line says, checked before a device is looked for,
 // so that a mistake exits 2 at once on any machine, with a GPU or without:
-// this program's flags, then train_options_parse's, then what needs the
-// files they name (prepare_run). --check-state takes switches only.
+// this program's flags, then train_options_parse's, then the files they name
+// (prepare_run; check_state_files). --check-state takes switches only.
+// --help and --list-chapters are answered only after the whole line is read,
+// so that they hide no mistake in it; they run nothing, so the files named
+// are not looked at.
 static int parse_command_line(GpuFlags *f, TrainOptions *opt, int argc, char **argv, char *err) {
     if (take_gpu_flags(f, &argc, argv, err)) return -1;
-    if (f->check_model) {
-        if (argc > 1)
-            return fail(err, "--check-state MODEL STATE: only --chapter and switches go with "
-                             "it, not '%s'", argv[1]);
-        return 0;
-    }
-    if (train_options_parse(opt, argc, argv, err)) return -1;
+    if (f->check_model && argc > 1)
+        return fail(err, "--check-state MODEL STATE: only --chapter and switches go with it, "
+                         "not '%s'", argv[1]);
+    if (!f->check_model && train_options_parse(opt, argc, argv, err) < 0) return -1;
+    if (f->help || f->list_chapters) return 0;
+    if (f->check_model) return check_state_files(f->check_model, f->check_state, err);
     return prepare_run(opt, err);
 }
 
@@ -503,22 +510,20 @@ int main(int argc, char **argv) {
     line_buffered_stdout();
     char err[ERR_LEN];
     GpuFlags f = {.chapter = chapter_first_of_precision(PRECISION_NAME), .bench_warmup = 3};
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--list-chapters")) {
-            chapters_print_table();
-            return 0;
-        }
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            TrainOptions defaults = gpu_defaults();
-            train_options_usage(argv[0], &defaults);
-            usage_extra();
-            return 0;
-        }
-    }
     TrainOptions opt = gpu_defaults();
     if (parse_command_line(&f, &opt, argc, argv, err)) {
         fprintf(stderr, "error: %s\n", err);
         return 2;
+    }
+    if (f.help) {
+        TrainOptions defaults = gpu_defaults();
+        train_options_usage(argv[0], &defaults);
+        usage_extra();
+        return 0;
+    }
+    if (f.list_chapters) {
+        chapters_print_table();
+        return 0;
     }
     if (gpu_device_count() == 0) {
         fprintf(stderr, "error: no CUDA device: %s needs an NVIDIA GPU and its driver "

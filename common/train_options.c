@@ -304,10 +304,17 @@ static int check_together(TrainOptions *o, char *err) {
     return 0;
 }
 
+static int is_help(const char *arg) { return !strcmp(arg, "-h") || !strcmp(arg, "--help"); }
+
 int train_options_parse(TrainOptions *o, int argc, char **argv, char *err) {
+    // --help is answered once the whole line is read: it hides no mistake.
+    int help = 0;
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
-        if (!strcmp(arg, "-h") || !strcmp(arg, "--help")) return 1;
+        if (is_help(arg)) {
+            help = 1;
+            continue;
+        }
         const FlagSpec *f = find_flag(arg);
         if (!f && arg[0] == '-') return fail(err, "unknown flag '%s' (see --help)", arg);
         if (!f)
@@ -317,12 +324,13 @@ int train_options_parse(TrainOptions *o, int argc, char **argv, char *err) {
         if (f->kind != FLAG_SWITCH) {
             if (i + 1 >= argc) return fail(err, "%s: missing value (see --help)", arg);
             value = argv[++i];
-            if (find_flag(value))
+            if (find_flag(value) || is_help(value))
                 return fail(err, "%s: missing value (the next word is the flag %s)", arg,
                             value);
         }
         if (apply_flag(o, f, value, err)) return -1;
         o->given |= f->given;
     }
-    return check_together(o, err);
+    if (check_together(o, err)) return -1;
+    return help;
 }

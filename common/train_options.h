@@ -58,9 +58,9 @@ enum {
 // The defaults: a small model that trains on a CPU in minutes.
 TrainOptions train_options_default(void);
 
-// Parses argv over the defaults. Returns 0; 1 when --help was asked (the
-// program prints train_options_usage with its defaults); -1 with a reason in
-// err naming the flag and what is wrong: an
+// Parses argv over the defaults. Returns 0; 1 when --help was asked and the
+// rest of the line is good (the program prints train_options_usage with its
+// defaults); -1 with a reason in err naming the flag and what is wrong: an
 // unknown flag, a word that is not a flag, a flag without its value, a value
 // that is not a number in the flag's range, flags that contradict each other.
 // What needs the files the flags name (a checkpoint's shape, a resumed

@@ -56,6 +56,9 @@ static void assert_parse_fails(const char *says, int argc, ...) {
 Test(run_setup, every_mistake_on_the_command_line_is_named) {
     assert_parse_fails("unknown flag '--bogus'", 2, "--bogus");
     assert_parse_fails("unknown flag '--bogus'", 4, "--steps", "5", "--bogus");
+    assert_parse_fails("unknown flag '--bogus'", 3, "--help", "--bogus");  // --help hides nothing
+    assert_parse_fails("--steps: missing value (the next word is the flag --help)", 3, "--steps",
+                       "--help");
     assert_parse_fails("unexpected argument 'data'", 2, "data");
     assert_parse_fails("unexpected argument '7'", 4, "--steps", "5", "7");
     assert_parse_fails("--steps: missing value", 2, "--steps");
@@ -84,6 +87,7 @@ Test(run_setup, the_flags_given_are_recorded) {
     cr_assert_eq(o.B, 2);
     cr_assert_eq(o.T, 32, "T defaults to the model's context");
     cr_assert_eq(parse(&o, err, 2, "--help"), 1);
+    cr_assert_eq(parse(&o, err, 4, "-b", "3", "-h"), 1);
 }
 
 Test(run_setup, the_value_parsers_are_exported_for_other_programs) {

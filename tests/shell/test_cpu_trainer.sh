@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # test_cpu_trainer.sh: the CPU trainer as a user meets it, on a tiny model:
-# --help prints its defaults; a run that diverges in its validation stops,
-# saying so; OMP_NUM_THREADS cannot ask for more threads than the machine
-# has; --check-state frees what it read when a file is bad (under valgrind,
-# where it is installed).
+# --help prints its defaults and hides no mistake; a run that diverges in
+# its validation stops, saying so; OMP_NUM_THREADS cannot ask for more
+# threads than the machine has; --check-state frees what it read when a file
+# is bad (under valgrind, where it is installed).
 source "$(dirname "$0")/lib.sh"
 
 cpu=build/train_gpt2_cpu
@@ -39,6 +39,11 @@ help_prints_the_cpu_defaults() {
   says "$work/out" "tokens per sample, 0 = no sampling (default 48)"
 }
 
+help_hides_no_mistake() {
+  expect_status 2 $cpu --help --bogus || return 1
+  says "$work/err" "unknown flag '--bogus'"
+}
+
 a_validation_loss_that_is_not_finite_stops_the_run() {
   local model
   model=$(checkpoint) || return 1
@@ -69,6 +74,7 @@ if [ ! -x $cpu ]; then
   exit 0
 fi
 check help_prints_the_cpu_defaults
+check help_hides_no_mistake
 check a_validation_loss_that_is_not_finite_stops_the_run
 check more_threads_than_libgomp_can_start_are_capped
 check check_state_with_a_bad_state_leaks_nothing

@@ -70,6 +70,34 @@ files_are_checked_before_the_device() {
   refused $fp32 "/nonexistent/model.bin" --init-from /nonexistent/model.bin
 }
 
+list_chapters_and_help_hide_no_mistake() {
+  refused $fp32 "unknown flag '--bogus'" --list-chapters --bogus &&
+  refused $bf16 "unknown flag '--bogus'" --bogus --list-chapters &&
+  refused $fp32 "unknown flag '--bogus'" --help --bogus &&
+  refused $bf16 "--profile: missing value (the next word is the flag --help)" --profile --help &&
+  expect_status 0 $fp32 --list-chapters --no-tensor-cores || return 1
+  says "$work/out" "chapter  precision"
+}
+
+# The files of --check-state are looked at before the device: a missing one
+# is named, on any machine.
+check_state_files_are_checked_before_the_device() {
+  local model
+  build/train_gpt2_cpu --data data/tinyshakespeare --model tiny --steps 1 --val-every 0 \
+    --sample-tokens 0 --checkpoint-every 1 --checkpoint-dir "$work/ck" >"$work/ck.out" 2>&1 ||
+    fail "the CPU trainer: $(tail -2 "$work/ck.out")" || return 1
+  model=$work/ck/model_000001.bin
+  expect_status 2 $fp32 --check-state "$work/missing.bin" "$work/state.bin" || return 1
+  says "$work/err" "$work/missing.bin: cannot open: No such file or directory" || return 1
+  expect_status 2 $bf16 --check-state "$model" "$work/missing_state.bin" || return 1
+  says "$work/err" "$work/missing_state.bin: cannot open" || return 1
+  expect_status 2 $fp32 --check-state "$model" "$work" || return 1
+  says "$work/err" "$work: is a directory" || return 1
+  head -c 2000 /dev/zero >"$work/zeros.bin"
+  expect_status 2 $fp32 --check-state "$work/zeros.bin" "$model" || return 1
+  says "$work/err" "$work/zeros.bin: bad magic 0"
+}
+
 check_state_takes_switches_only() {
   expect_status 2 $fp32 --check-state a.bin b.bin --steps 3 || return 1
   says "$work/err" "--check-state MODEL STATE: only --chapter and switches go with it, not '--steps'"
@@ -95,6 +123,8 @@ check a_switch_of_the_other_build_is_refused
 check a_chapter_of_the_other_precision_is_refused
 check a_padding_smaller_than_the_vocabulary_is_refused
 check files_are_checked_before_the_device
+check list_chapters_and_help_hide_no_mistake
+check check_state_files_are_checked_before_the_device
 check check_state_takes_switches_only
 check good_flags_reach_the_device_check
 finish
