@@ -19,8 +19,9 @@
 int check_files_read(const char *model_path, const char *state_path, GPT2Config *cfg,
                      float **params, DebugState *ds, char *err);
 
-// Returns the exit status: 0 when everything is within tolerance, 1 when a
-// tensor is not or a file cannot be read (the message names the file).
+// Returns the exit status (exit_status.h): 0 when everything is within
+// tolerance, 1 when a tensor is not, 2 when a file cannot be read or is not
+// what it should be (the message names the file).
 int check_state_cpu(const char *model_path, const char *state_path);
 
 #endif

@@ -10,9 +10,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "check_cpu.h"
 #include "checkpoint.h"
 #include "compare.h"
 #include "debug_state.h"
+#include "exit_status.h"
 #include "gpt2_gpu.h"
 #include "tolerances.h"
 #include "util.h"
@@ -80,8 +82,7 @@ int check_state_run(const char *model_path, const char *state_path, const Optimi
     GPT2Config cfg;
     float *params;
     DebugState ds;
-    if (checkpoint_read(model_path, &cfg, &params, err)) die("%s", err);
-    if (debug_state_read(state_path, &cfg, &ds, err)) die("%s", err);
+    if (check_files_read(model_path, state_path, &cfg, &params, &ds, err)) return bad_input(err);
     printf("check: %s + %s: L=%d H=%d C=%d V=%d (padded %d) %s, B=%d T=%d\n", model_path,
            state_path, cfg.num_layers, cfg.num_heads, cfg.channels, cfg.vocab_size,
            cfg.padded_vocab_size, cfg.tied ? "tied" : "untied", ds.B, ds.T);

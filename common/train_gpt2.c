@@ -12,6 +12,12 @@
 //
 // Every step prints its loss, time, throughput, TFLOP/s, MFU and where the
 // time went; --bench-csv appends the medians of a run to a CSV file.
+//
+// Exit status (exit_status.h, the CPU trainer's too, printed by --help): 0
+// done; 1 the run failed while running (a diverged loss, a device error, no
+// device, a read or a write that failed); 2 the command line, or a file it
+// names, is wrong, found before the first step; 130 or 143 stopped by Ctrl-C
+// or SIGTERM.
 #include <errno.h>
 #include <math.h>
 #include <stddef.h>
@@ -20,6 +26,7 @@
 #include <string.h>
 
 #include "check_state.h"
+#include "exit_status.h"
 #include "flops.h"
 #include "precision.h"
 #include "profiler.h"
@@ -251,6 +258,7 @@ static void usage_extra(void) {
            "  --profile-csv FILE    write that table as CSV too\n"
            "  --memory              print the device memory, tensor by tensor\n",
            chapter_first_of_precision(PRECISION_NAME), PRECISION_NAME, PRECISION_NAME);
+    fputs(EXIT_STATUS_HELP, stdout);
 }
 
 // The defaults of the GPU trainer: GPT-2 124M at B=16, T=1024.
@@ -413,13 +421,15 @@ static int stop_run(const GpuFlags *f, GpuTrainer *tr, Report *rep, StepLog *log
     return stop_exit_status();
 }
 
-static int train(const GpuFlags *f, const TrainOptions *opt) {
+// The run, from a checked command line. Returns the exit status.
+static int train(const GpuFlags *f, const TrainOptions *opt, const Tokenizer *tok) {
     char err[ERR_LEN];
-    Tokenizer *tok = NULL;
-    if (opt->sample_tokens > 0 && !(tok = tokenizer_load(opt->encoder_path, opt->bpe_path, err)))
-        die("%s (needed to print samples; --sample-tokens 0 skips them)", err);
     GpuTrainer tr;
-    if (gpu_trainer_init(&tr, opt, &f->optim, err)) die("%s", err);
+    // The trainer is built from the files the flags name (the data, the
+    // checkpoint and its state) and from the switches: what it finds wrong
+    // there is the input's, exit 2, as prepare_run's findings are. (A device
+    // error inside exits 1, from CUDA_CHECK.)
+    if (gpu_trainer_init(&tr, opt, &f->optim, err)) return bad_input(err);
     const GPT2Config *c = &tr.model.config;
     struct cudaDeviceProp prop;
     CUDA_CHECK(cudaGetDeviceProperties(&prop, tr.ctx.device));
@@ -502,8 +512,17 @@ static int train(const GpuFlags *f, const TrainOptions *opt) {
     if (tok) print_sample(&tr, tok, opt->sample_tokens);
     free(bufs);
     gpu_trainer_free(&tr);
-    if (tok) tokenizer_free(tok);
     return 0;
+}
+
+// The tokenizer that prints samples, loaded before a device is looked for
+// (its files are named by flags); none when --sample-tokens is 0.
+static int load_sample_tokenizer(const TrainOptions *opt, Tokenizer **tok, char *err) {
+    *tok = NULL;
+    if (opt->sample_tokens == 0) return 0;
+    char why[ERR_LEN];
+    if ((*tok = tokenizer_load(opt->encoder_path, opt->bpe_path, why))) return 0;
+    return fail(err, "%s (needed to print samples; --sample-tokens 0 skips them)", why);
 }
 
 int main(int argc, char **argv) {
@@ -511,10 +530,7 @@ int main(int argc, char **argv) {
     char err[ERR_LEN];
     GpuFlags f = {.chapter = chapter_first_of_precision(PRECISION_NAME), .bench_warmup = 3};
     TrainOptions opt = gpu_defaults();
-    if (parse_command_line(&f, &opt, argc, argv, err)) {
-        fprintf(stderr, "error: %s\n", err);
-        return 2;
-    }
+    if (parse_command_line(&f, &opt, argc, argv, err)) return bad_input(err);
     if (f.help) {
         TrainOptions defaults = gpu_defaults();
         train_options_usage(argv[0], &defaults);
@@ -525,12 +541,17 @@ int main(int argc, char **argv) {
         chapters_print_table();
         return 0;
     }
+    Tokenizer *tok = NULL;
+    if (!f.check_model && load_sample_tokenizer(&opt, &tok, err)) return bad_input(err);
     if (gpu_device_count() == 0) {
         fprintf(stderr, "error: no CUDA device: %s needs an NVIDIA GPU and its driver "
                         "(build/train_gpt2_cpu trains on the CPU)\n", argv[0]);
-        return 1;
+        if (tok) tokenizer_free(tok);
+        return EXIT_RUN_FAILED;
     }
-    if (f.check_model) return check_state_run(f.check_model, f.check_state, &f.optim) ? 1 : 0;
+    if (f.check_model) return check_state_run(f.check_model, f.check_state, &f.optim);
     stop_signals_install();
-    return train(&f, &opt);
+    int status = train(&f, &opt, tok);
+    if (tok) tokenizer_free(tok);
+    return status;
 }

@@ -9,11 +9,14 @@ source "$(dirname "$0")/lib.sh"
 cpu=build/train_gpt2_cpu
 tiny=(--data data/tinyshakespeare --model tiny -b 2 --sample-tokens 0)
 
-# checkpoint: a tiny model after one step, saved in $work/ck; prints its path.
+# checkpoint [DIR [FLAGS...]]: a tiny model after one step, saved in DIR
+# ($work/ck); prints its path.
 checkpoint() {
-  $cpu "${tiny[@]}" --steps 1 --val-every 0 --checkpoint-every 1 --checkpoint-dir "$work/ck" \
+  local dir=${1:-$work/ck}
+  shift
+  $cpu "${tiny[@]}" --steps 1 --val-every 0 --checkpoint-every 1 --checkpoint-dir "$dir" "$@" \
     >"$work/ck.out" 2>&1 || { fail "the CPU trainer: $(tail -2 "$work/ck.out")"; return 1; }
-  echo "$work/ck/model_000001.bin"
+  echo "$dir/model_000001.bin"
 }
 
 # overwrite_tail FILE BYTES PATTERN: FILE's last BYTES bytes become PATTERN
@@ -44,6 +47,45 @@ help_hides_no_mistake() {
   says "$work/err" "unknown flag '--bogus'"
 }
 
+help_states_the_exit_statuses() {
+  expect_status 0 $cpu --help || return 1
+  says "$work/out" "exit status:" &&
+  says "$work/out" "  2        the command line, or a file it names, is wrong" &&
+  says "$work/out" "  1        the run failed while running"
+}
+
+# bad_input TEXT FLAGS...: exit 2 (exit_status.h), and stderr says TEXT.
+bad_input() {
+  local text=$1
+  shift
+  expect_status 2 "$@" || return 1
+  says "$work/err" "$text"
+}
+
+# What is wrong with the command line or the files it names is the input's,
+# however late before the first step it is found: exit 2.
+bad_input_exits_2() {
+  local a b
+  a=$(checkpoint "$work/a" --seed 1) || return 1
+  b=$(checkpoint "$work/b" --seed 2) || return 1
+  # b's state beside a's model: a state of another model.
+  cp "$work/b/state_000001.bin" "$work/a/state_000001.bin"
+  bad_input "state_000001.bin does not belong to $a" \
+    $cpu "${tiny[@]}" --resume "$a" --steps 2 || return 1
+  # A NaN in the weights (element 1250 of wte).
+  cp "$b" "$work/nan.bin"
+  printf '\x00\x00\xc0\x7f' | dd of="$work/nan.bin" bs=1 seek=$((1024 + 4 * 1250)) \
+    conv=notrunc status=none
+  bad_input "nan.bin: tensor wte has a non-finite value (nan) at element 1250" \
+    $cpu "${tiny[@]}" --init-from "$work/nan.bin" --steps 2 || return 1
+  cp "$work/nan.bin" "$b"
+  bad_input "non-finite value (nan)" $cpu "${tiny[@]}" --resume "$b" --steps 2 || return 1
+  bad_input "--grad-accum: the GPU trainer's" $cpu "${tiny[@]}" --grad-accum 2 || return 1
+  bad_input "$work/missing.json: cannot open" \
+    $cpu "${tiny[@]}" --sample-tokens 4 --encoder "$work/missing.json" || return 1
+  bad_input "$work/missing.bin: cannot open" $cpu --check-state "$work/missing.bin" "$b"
+}
+
 a_validation_loss_that_is_not_finite_stops_the_run() {
   local model
   model=$(checkpoint) || return 1
@@ -64,7 +106,7 @@ check_state_with_a_bad_state_leaks_nothing() {
   local model
   model=$(checkpoint) || return 1
   head -c 5000 /dev/zero | tr '\0' x >"$work/garbage.bin"
-  expect_status 1 valgrind -q --leak-check=full --error-exitcode=99 \
+  expect_status 2 valgrind -q --leak-check=full --error-exitcode=99 \
     $cpu --check-state "$model" "$work/garbage.bin" || return 1
   says "$work/err" "$work/garbage.bin"
 }
@@ -75,6 +117,8 @@ if [ ! -x $cpu ]; then
 fi
 check help_prints_the_cpu_defaults
 check help_hides_no_mistake
+check help_states_the_exit_statuses
+check bad_input_exits_2
 check a_validation_loss_that_is_not_finite_stops_the_run
 check more_threads_than_libgomp_can_start_are_capped
 check check_state_with_a_bad_state_leaks_nothing

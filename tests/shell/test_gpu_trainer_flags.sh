@@ -67,7 +67,15 @@ a_chapter_of_the_other_precision_is_refused() {
 
 files_are_checked_before_the_device() {
   refused $fp32 "nowhere/train*.bin: no file matches this pattern" --data "$work/nowhere" &&
-  refused $fp32 "/nonexistent/model.bin" --init-from /nonexistent/model.bin
+  refused $fp32 "/nonexistent/model.bin" --init-from /nonexistent/model.bin &&
+  refused $bf16 "$work/missing.json: cannot open" --sample-tokens 4 --encoder "$work/missing.json"
+}
+
+help_states_the_exit_statuses() {
+  expect_status 0 $bf16 --help || return 1
+  says "$work/out" "exit status:" &&
+  says "$work/out" "  2        the command line, or a file it names, is wrong" &&
+  says "$work/out" "  1        the run failed while running"
 }
 
 list_chapters_and_help_hide_no_mistake() {
@@ -123,6 +131,7 @@ check a_switch_of_the_other_build_is_refused
 check a_chapter_of_the_other_precision_is_refused
 check a_padding_smaller_than_the_vocabulary_is_refused
 check files_are_checked_before_the_device
+check help_states_the_exit_statuses
 check list_chapters_and_help_hide_no_mistake
 check check_state_files_are_checked_before_the_device
 check check_state_takes_switches_only
