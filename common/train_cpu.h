@@ -50,6 +50,8 @@ int cpu_trainer_save(CpuTrainer *tr, char *model_path, size_t cap, char *err);
 
 // Generates n tokens after an end-of-text prompt, sampling from the model
 // with the trainer's sampler RNG. out holds n + 1 ids (the prompt first).
-void cpu_trainer_sample(CpuTrainer *tr, int32_t *out, int n, int eot);
+// Returns the tokens drawn: n, or fewer when a stop is requested meanwhile
+// (stop_signal.h), which ends the sample after the token being drawn.
+int cpu_trainer_sample(CpuTrainer *tr, int32_t *out, int n, int eot);
 
 #endif

@@ -512,7 +512,9 @@ static int train(const GpuFlags *f, const TrainOptions *opt, const Tokenizer *to
     if (tok) print_sample(&tr, tok, opt->sample_tokens);
     free(bufs);
     gpu_trainer_free(&tr);
-    return 0;
+    // Every step is done and saved, but a Ctrl-C after the last one (in the
+    // sample, say) still gives the signal's status, not 0.
+    return stop_exit_status();
 }
 
 // The tokenizer that prints samples, loaded before a device is looked for

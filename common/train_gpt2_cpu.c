@@ -24,10 +24,14 @@
 #include "train_common.h"
 #include "train_cpu.h"
 
+// Prints what was drawn, all of it or what a Ctrl-C left.
 static void print_sample(CpuTrainer *tr, const Tokenizer *tok, int n) {
     int32_t *ids = xmalloc((size_t)(n + 1) * sizeof(int32_t));
-    cpu_trainer_sample(tr, ids, n, tokenizer_eot(tok));
-    tokenizer_print_sample(tok, ids + 1, n, tr->step);  // ids[0] is the prompt
+    int drawn = cpu_trainer_sample(tr, ids, n, tokenizer_eot(tok));
+    tokenizer_print_sample(tok, ids + 1, drawn, tr->step);  // ids[0] is the prompt
+    if (drawn < n)
+        fprintf(stderr, "sample: stopped by %s after %d of %d tokens\n",
+                stop_signal_name(stop_requested()), drawn, n);
     free(ids);
 }
 
@@ -67,10 +71,11 @@ static int train(const TrainOptions *opt, const Tokenizer *tok) {
     print_start(&tr, opt);
     const double tokens_per_step = (double)opt->B * opt->T;
     int saved_step = -1;
-    while (tr.step < opt->steps) {
+    while (tr.step < opt->steps && !stop_requested()) {
         if (opt->val_every > 0 && tr.step % opt->val_every == 0) print_val_loss(&tr);
         if (tok && opt->sample_every > 0 && tr.step > 0 && tr.step % opt->sample_every == 0)
             print_sample(&tr, tok, opt->sample_tokens);
+        if (stop_requested()) break;  // in the validation or the sample: no step begins
         StepStats s;
         if (cpu_trainer_step(&tr, &s, err)) die("%s", err);
         // A diverged step has already ruined the weights: stop, save nothing.
@@ -81,7 +86,6 @@ static int train(const TrainOptions *opt, const Tokenizer *tok) {
                    tokens_per_step / (s.ms / 1e3));
         if (opt->checkpoint_every > 0 && tr.step % opt->checkpoint_every == 0)
             saved_step = save_checkpoint(&tr, path, sizeof path);
-        if (stop_requested()) break;
     }
     if (stop_requested()) {
         if (opt->checkpoint_every > 0 && saved_step != tr.step)
@@ -94,7 +98,9 @@ static int train(const TrainOptions *opt, const Tokenizer *tok) {
     if (opt->checkpoint_every > 0 && saved_step != tr.step) save_checkpoint(&tr, path, sizeof path);
     if (tok) print_sample(&tr, tok, opt->sample_tokens);
     cpu_trainer_free(&tr);
-    return 0;
+    // Every step is done and saved, but a Ctrl-C after the last one (in the
+    // sample, which it cut short) still gives the signal's status, not 0.
+    return stop_exit_status();
 }
 
 // The tokenizer that prints samples (its files are named by flags); none

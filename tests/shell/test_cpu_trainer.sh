@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # test_cpu_trainer.sh: the CPU trainer as a user meets it, on a tiny model:
-# --help prints its defaults and hides no mistake; a run that diverges in
-# its validation stops, saying so; OMP_NUM_THREADS cannot ask for more
-# threads than the machine has; --check-state frees what it read when a file
-# is bad (under valgrind, where it is installed).
+# --help prints its defaults and the exit statuses and hides no mistake; bad
+# input exits 2, however late it is found before the first step; a run that
+# diverges in its validation stops, saying so; OMP_NUM_THREADS cannot ask for
+# more threads than the machine has; --check-state frees what it read when a
+# file is bad (under valgrind, where it is installed); one Ctrl-C stops a
+# long final sample.
 source "$(dirname "$0")/lib.sh"
 
 cpu=build/train_gpt2_cpu
@@ -111,6 +113,31 @@ check_state_with_a_bad_state_leaks_nothing() {
   says "$work/err" "$work/garbage.bin"
 }
 
+# A sample of 100000 tokens takes many minutes: one Ctrl-C while it is being
+# drawn ends it within seconds, with the signal's status, what was drawn printed.
+a_ctrl_c_stops_the_final_sample() {
+  $cpu --data data/tinyshakespeare --steps 1 --val-every 0 --sample-tokens 100000 \
+    >"$work/out" 2>"$work/err" &
+  local pid=$! status=0 i
+  wait_for "$work/out" "step     1/1" 60 || { kill -9 $pid; return 1; }
+  sleep 0.5  # into the sample
+  kill -INT $pid
+  for ((i = 0; i < 100; i++)); do
+    kill -0 $pid 2>/dev/null || break
+    sleep 0.05
+  done
+  if kill -0 $pid 2>/dev/null; then
+    kill -9 $pid
+    fail "still sampling 5 s after SIGINT"
+    return 1
+  fi
+  wait $pid || status=$?
+  [ "$status" = 130 ] || fail "exit status $status, expected 130: $(tail -3 "$work/err")" ||
+    return 1
+  says "$work/out" "---- sample after step 1 ----" &&
+  says "$work/err" "sample: stopped by SIGINT after"
+}
+
 if [ ! -x $cpu ]; then
   echo "[SKIP] test_cpu_trainer: $cpu not built"
   exit 0
@@ -122,4 +149,5 @@ check bad_input_exits_2
 check a_validation_loss_that_is_not_finite_stops_the_run
 check more_threads_than_libgomp_can_start_are_capped
 check check_state_with_a_bad_state_leaks_nothing
+check a_ctrl_c_stops_the_final_sample
 finish
