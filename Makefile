@@ -106,11 +106,15 @@ CPU_TEST_SRCS := $(wildcard tests/cpu/*.c)
 CPU_TEST_OBJS := $(CPU_TEST_SRCS:%.c=$(BUILD)/obj/%.o)
 CPU_TESTS     := $(BUILD)/tests/cpu_tests
 
-.PHONY: all deps data run train bench test test-cpu test-gpu test-shell gpu-tests-run bench-tokenizer clean
+.PHONY: all deps deps-run data run train bench test test-cpu test-gpu test-shell gpu-tests-run bench-tokenizer clean
 all: $(PROGRAMS)
 
 deps:
 	@bash tools/deps.sh
+
+# What training needs, and no more: make run and make data.
+deps-run:
+	@bash tools/deps.sh run
 
 # ---- build ---------------------------------------------------------------
 $(BUILD)/obj/%.o: %.c
@@ -181,14 +185,14 @@ $(SHAKESPEARE) &: $(RAW_FILES) $(BUILD)/prepare_data
 	  --encoder $(RAW)/gpt2_encoder.json --bpe $(RAW)/gpt2_vocab.bpe \
 	  --out $(DATA)/tinyshakespeare
 
-data: deps
+data: deps-run
 	@$(MAKE) --no-print-directory $(SHAKESPEARE)
 
 # ---- run -----------------------------------------------------------------
 # The GPU trainer where a GPU is found, else the CPU trainer, with a notice.
 HAVE_GPU = $(shell nvidia-smi -L >/dev/null 2>&1 && echo 1)
 
-run: deps
+run: deps-run
 	@$(MAKE) --no-print-directory $(SHAKESPEARE) $(PROGRAMS)
 	@if [ "$(HAVE_NVCC)" != 1 ]; then \
 	  echo "run: $(GPU_SKIPPED)"; \

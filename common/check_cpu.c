@@ -6,7 +6,7 @@
 #include <stdlib.h>
 
 #include "checkpoint.h"
-#include "debug_state.h"
+#include "exit_status.h"
 #include "gpt2_cpu.h"
 #include "tolerances.h"
 #include "util.h"
@@ -61,16 +61,23 @@ static int report_gradients(const GPT2Cpu *model, const DebugState *ds) {
     return bad;
 }
 
+int check_files_read(const char *model_path, const char *state_path, GPT2Config *cfg,
+                     float **params, DebugState *ds, char *err) {
+    if (checkpoint_read(model_path, cfg, params, err)) return -1;
+    if (debug_state_read(state_path, cfg, ds, err)) {
+        free(*params);
+        *params = NULL;
+        return -1;
+    }
+    return 0;
+}
+
 int check_state_cpu(const char *model_path, const char *state_path) {
     char err[ERR_LEN];
     GPT2Config cfg;
     float *params;
     DebugState ds;
-    if (checkpoint_read(model_path, &cfg, &params, err) ||
-        debug_state_read(state_path, &cfg, &ds, err)) {
-        fprintf(stderr, "error: %s\n", err);
-        return 1;
-    }
+    if (check_files_read(model_path, state_path, &cfg, &params, &ds, err)) return bad_input(err);
     printf("check: %s + %s: L=%d H=%d C=%d V=%d (padded %d) %s, B=%d T=%d, on the CPU (fp32)\n",
            model_path, state_path, cfg.num_layers, cfg.num_heads, cfg.channels, cfg.vocab_size,
            cfg.padded_vocab_size, cfg.tied ? "tied" : "untied", ds.B, ds.T);

@@ -9,8 +9,19 @@
 #ifndef CHECK_CPU_H
 #define CHECK_CPU_H
 
-// Returns the exit status: 0 when everything is within tolerance, 1 when a
-// tensor is not or a file cannot be read (the message names the file).
+#include "debug_state.h"
+#include "gpt2_config.h"
+
+// Reads the two files of a check: the model's checkpoint, then a debug state
+// of its shape. Both or neither: on failure nothing is left allocated (free
+// *params and debug_state_free *ds after a success), and err names the file
+// and what is wrong. The GPU's check mode (check_state.h) reads them here too.
+int check_files_read(const char *model_path, const char *state_path, GPT2Config *cfg,
+                     float **params, DebugState *ds, char *err);
+
+// Returns the exit status (exit_status.h): 0 when everything is within
+// tolerance, 1 when a tensor is not, 2 when a file cannot be read or is not
+// what it should be (the message names the file).
 int check_state_cpu(const char *model_path, const char *state_path);
 
 #endif

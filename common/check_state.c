@@ -1,16 +1,41 @@
 // check_state.c: see check_state.h.
+#define _POSIX_C_SOURCE 200809L  // stat, access
 #include "check_state.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include "check_cpu.h"
 #include "checkpoint.h"
 #include "compare.h"
 #include "debug_state.h"
+#include "exit_status.h"
 #include "gpt2_gpu.h"
 #include "tolerances.h"
 #include "util.h"
+
+// A file the check reads: there, a regular file (a directory or a pipe is
+// not one), readable.
+static int check_input_file(const char *path, char *err) {
+    struct stat st;
+    if (stat(path, &st) != 0) return fail(err, "%s: cannot open: %s", path, strerror(errno));
+    if (S_ISDIR(st.st_mode)) return fail(err, "%s: is a directory, expected a file", path);
+    if (!S_ISREG(st.st_mode)) return fail(err, "%s: not a regular file", path);
+    if (access(path, R_OK) != 0) return fail(err, "%s: cannot read: %s", path, strerror(errno));
+    return 0;
+}
+
+int check_state_files(const char *model_path, const char *state_path, char *err) {
+    GPT2Config cfg;
+    if (check_input_file(model_path, err) || checkpoint_read_config(model_path, &cfg, err))
+        return -1;
+    return check_input_file(state_path, err);
+}
 
 // One row of the report; returns 1 when the tensor is out of tolerance.
 static int report(const char *name, Diff d, double tol) {
@@ -57,8 +82,7 @@ int check_state_run(const char *model_path, const char *state_path, const Optimi
     GPT2Config cfg;
     float *params;
     DebugState ds;
-    if (checkpoint_read(model_path, &cfg, &params, err)) die("%s", err);
-    if (debug_state_read(state_path, &cfg, &ds, err)) die("%s", err);
+    if (check_files_read(model_path, state_path, &cfg, &params, &ds, err)) return bad_input(err);
     printf("check: %s + %s: L=%d H=%d C=%d V=%d (padded %d) %s, B=%d T=%d\n", model_path,
            state_path, cfg.num_layers, cfg.num_heads, cfg.channels, cfg.vocab_size,
            cfg.padded_vocab_size, cfg.tied ? "tied" : "untied", ds.B, ds.T);

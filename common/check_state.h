@@ -9,8 +9,14 @@
 
 #include "chapters.h"
 
-// Prints the report; returns 0 when every tensor is within tolerance
-// (tolerances.h), 1 when one is not, and exits with a message on a bad file.
+// The two files of a check, before a device is looked for: each is there, a
+// regular file and readable, and the model's header is a checkpoint's.
+// Returns 0, or -1 with a reason in err naming the file.
+int check_state_files(const char *model_path, const char *state_path, char *err);
+
+// Prints the report; returns the exit status (exit_status.h): 0 when every
+// tensor is within tolerance (tolerances.h), 1 when one is not, 2 with a
+// message naming the file when a file is bad.
 int check_state_run(const char *model_path, const char *state_path, const Optimizations *optim);
 
 #endif

@@ -14,6 +14,7 @@
 
 #include "checkpoint.h"
 #include "stop_signal.h"
+#include "tokenizer.h"
 #include "util.h"
 
 void line_buffered_stdout(void) { setvbuf(stdout, NULL, _IOLBF, 0); }
@@ -394,6 +395,13 @@ int check_step_finite(int step, float loss, float grad_norm, char *err) {
                 step, bad_loss ? "loss" : "gradient norm", isnan(x) ? "NaN" : "infinite");
 }
 
+int check_val_loss_finite(int step, float val_loss, char *err) {
+    if (isfinite(val_loss)) return 0;
+    return fail(err, "step %d: the validation loss is %s: the run has diverged; stopped, and "
+                     "nothing more is saved (a lower --lr, or --grad-clip, may help)",
+                step, isnan(val_loss) ? "NaN" : "infinite");
+}
+
 void describe_param_count(const GPT2Config *cfg, char *buf, size_t cap) {
     double n = gpt2_num_params(cfg) / 1e6;
     if (cfg->tied) {
@@ -415,4 +423,11 @@ void report_stopped_run(int step, int steps, const char *saved_model) {
     else
         fprintf(stderr, "stopped by %s after step %d of %d: nothing saved (checkpoints are off; "
                         "--checkpoint-every N turns them on)\n", sig, step, steps);
+}
+
+void report_sample(const Tokenizer *tok, const int32_t *ids, int drawn, int n, int step) {
+    tokenizer_print_sample(tok, ids, drawn, step);
+    if (drawn < n)
+        fprintf(stderr, "sample: stopped by %s after %d of %d tokens\n",
+                stop_signal_name(stop_requested()), drawn, n);
 }

@@ -12,11 +12,13 @@
 //   stop_signals_install();   (stop_signal.h)
 //   ... build the trainer, then per step:
 //   check_step_finite(...)    -> exit 1, nothing saved, on a diverged step
+//   check_val_loss_finite(...) -> exit 1 on a validation loss that is not finite
 //   if (stop_requested()) ... save, report_stopped_run, exit stop_exit_status()
 #ifndef TRAIN_COMMON_H
 #define TRAIN_COMMON_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "dataloader.h"
 #include "train_options.h"
@@ -109,6 +111,11 @@ void simulated_storage_delay(int us);
 // save nothing (the parameters are already ruined by that step's update).
 int check_step_finite(int step, float loss, float grad_norm, char *err);
 
+// After the validation at step `step`: fails, naming the step and the value,
+// when the validation loss is NaN or infinite. The model has diverged as
+// surely as when the training loss does (check_step_finite): stop, exit 1.
+int check_val_loss_finite(int step, float val_loss, char *err);
+
 // The model's parameter count for the start-up line, saying whether lm_head
 // is tied: "124.44M parameters (tied: lm_head is wte)", or for an untied model
 // "163.04M parameters (untied: lm_head is 38.60M of them; tied, as in GPT-2,
@@ -118,5 +125,11 @@ void describe_param_count(const GPT2Config *cfg, char *buf, size_t cap);
 // On stderr: the signal that stopped the run after `step` of `steps`, and
 // what was saved (saved_model: the model file, or NULL for nothing).
 void report_stopped_run(int step, int steps, const char *saved_model);
+
+// Prints a sample of `drawn` tokens (ids, after the prompt) drawn after
+// `step`, and on stderr, when a stop cut it short of the n asked for, by
+// which signal and where.
+struct Tokenizer;
+void report_sample(const struct Tokenizer *tok, const int32_t *ids, int drawn, int n, int step);
 
 #endif

@@ -1,12 +1,19 @@
 // train_cpu.c: see train_cpu.h.
 #include "train_cpu.h"
 
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "optimizer.h"
 #include "sampling.h"
+#include "stop_signal.h"
 #include "train_common.h"
+
+void cpu_threads_cap(void) {
+    int processors = omp_get_num_procs();
+    if (omp_get_max_threads() > processors) omp_set_num_threads(processors);
+}
 
 // The model's weights come from one of three places: a resumed run's
 // checkpoint, --init-from, or GPT-2's random initialisation.
@@ -132,10 +139,12 @@ int cpu_trainer_save(CpuTrainer *tr, char *model_path, size_t cap, char *err) {
                     model_path, cap, err);
 }
 
-void cpu_trainer_sample(CpuTrainer *tr, int32_t *out, int n, int eot) {
+int cpu_trainer_sample(CpuTrainer *tr, int32_t *out, int n, int eot) {
     const GPT2Config *c = &tr->model.config;
     out[0] = eot;
-    for (int t = 1; t <= n; t++) {
+    // Each token costs a whole forward pass: a Ctrl-C does not wait for the rest.
+    int t = 1;
+    for (; t <= n && !stop_requested(); t++) {
         // No KV cache: rerun the whole context, cropped to the model's window.
         int len = t < c->max_seq_len ? t : c->max_seq_len;
         const int32_t *context = out + t - len;
@@ -143,4 +152,5 @@ void cpu_trainer_sample(CpuTrainer *tr, int32_t *out, int n, int eot) {
         const float *probs = tr->model.acts.probs + (size_t)(len - 1) * c->padded_vocab_size;
         out[t] = sample_from_probs(probs, c->vocab_size, rng_uniform(&tr->sampler));
     }
+    return t - 1;
 }

@@ -25,6 +25,12 @@ typedef struct {
     double ms;                 // wall time of the step, data loading included
 } StepStats;
 
+// At most one OpenMP thread per processor: OMP_NUM_THREADS may ask for
+// more than libgomp can start (100000 crashes it in the first parallel
+// loop), and more than one per processor only slows the loops. Call it
+// before the model runs; it says nothing.
+void cpu_threads_cap(void);
+
 // Builds the model (random init from opt->seed, or opt->init_from, or the
 // checkpoint opt->resume_from with its training state) and the data loaders.
 // Returns 0, or -1 with a reason in err.
@@ -44,6 +50,8 @@ int cpu_trainer_save(CpuTrainer *tr, char *model_path, size_t cap, char *err);
 
 // Generates n tokens after an end-of-text prompt, sampling from the model
 // with the trainer's sampler RNG. out holds n + 1 ids (the prompt first).
-void cpu_trainer_sample(CpuTrainer *tr, int32_t *out, int n, int eot);
+// Returns the tokens drawn: n, or fewer when a stop is requested meanwhile
+// (stop_signal.h), which ends the sample after the token being drawn.
+int cpu_trainer_sample(CpuTrainer *tr, int32_t *out, int n, int eot);
 
 #endif

@@ -12,6 +12,12 @@
 //
 // Every step prints its loss, time, throughput, TFLOP/s, MFU and where the
 // time went; --bench-csv appends the medians of a run to a CSV file.
+//
+// Exit status (exit_status.h, the CPU trainer's too, printed by --help): 0
+// done; 1 the run failed while running (a diverged loss, a device error, no
+// device, a read or a write that failed); 2 the command line, or a file it
+// names, is wrong, found before the first step; 130 or 143 stopped by Ctrl-C
+// or SIGTERM.
 #include <errno.h>
 #include <math.h>
 #include <stddef.h>
@@ -20,6 +26,7 @@
 #include <string.h>
 
 #include "check_state.h"
+#include "exit_status.h"
 #include "flops.h"
 #include "memory_plan.h"
 #include "precision.h"
@@ -48,6 +55,8 @@ typedef struct {
     int profile_steps;   // profile this many steps after the warm-up (0: none)
     const char *profile_csv;
     int memory;          // print the device memory, tensor by tensor
+    int help;            // --help: print the usage, run nothing
+    int list_chapters;   // --list-chapters: print the table, run nothing
 } GpuFlags;
 
 // A chapter runs only in the build of its precision.
@@ -115,6 +124,9 @@ static const GpuFlagSpec GPU_FLAGS[] = {
     {"--profile", GPU_FLAG_COUNT, GPU_FIELD(profile_steps)},
     {"--profile-csv", GPU_FLAG_TEXT, GPU_FIELD(profile_csv)},
     {"--memory", GPU_FLAG_ON, GPU_FIELD(memory)},
+    {"--help", GPU_FLAG_ON, GPU_FIELD(help)},
+    {"-h", GPU_FLAG_ON, GPU_FIELD(help)},
+    {"--list-chapters", GPU_FLAG_ON, GPU_FIELD(list_chapters)},
     {"--bf16", GPU_FLAG_PRECISION, 0},
     {"--no-bf16", GPU_FLAG_PRECISION, 0},
     {"--fp32", GPU_FLAG_PRECISION, 0},
@@ -210,17 +222,19 @@ static int take_gpu_flags(GpuFlags *f, int *argc, char **argv, char *err) {
 
 // Everything the command line says, checked before a device is looked for,
 // so that a mistake exits 2 at once on any machine, with a GPU or without:
-// this program's flags, then train_options_parse's, then what needs the
-// files they name (prepare_run). --check-state takes switches only.
+// this program's flags, then train_options_parse's, then the files they name
+// (prepare_run; check_state_files). --check-state takes switches only.
+// --help and --list-chapters are answered only after the whole line is read,
+// so that they hide no mistake in it; they run nothing, so the files named
+// are not looked at.
 static int parse_command_line(GpuFlags *f, TrainOptions *opt, int argc, char **argv, char *err) {
     if (take_gpu_flags(f, &argc, argv, err)) return -1;
-    if (f->check_model) {
-        if (argc > 1)
-            return fail(err, "--check-state MODEL STATE: only --chapter and switches go with "
-                             "it, not '%s'", argv[1]);
-        return 0;
-    }
-    if (train_options_parse(opt, argc, argv, err)) return -1;
+    if (f->check_model && argc > 1)
+        return fail(err, "--check-state MODEL STATE: only --chapter and switches go with it, "
+                         "not '%s'", argv[1]);
+    if (!f->check_model && train_options_parse(opt, argc, argv, err) < 0) return -1;
+    if (f->help || f->list_chapters) return 0;
+    if (f->check_model) return check_state_files(f->check_model, f->check_state, err);
     return prepare_run(opt, err);
 }
 
@@ -245,6 +259,7 @@ static void usage_extra(void) {
            "  --profile-csv FILE    write that table as CSV too\n"
            "  --memory              print the device memory, tensor by tensor\n",
            chapter_first_of_precision(PRECISION_NAME), PRECISION_NAME, PRECISION_NAME);
+    fputs(EXIT_STATUS_HELP, stdout);
 }
 
 // The defaults of the GPU trainer: GPT-2 124M at B=16, T=1024.
@@ -311,7 +326,7 @@ static void write_bench_row(const GpuFlags *f, const GpuTrainer *tr, StepLog *lo
 static void print_sample(GpuTrainer *tr, const Tokenizer *tok, int n) {
     int32_t *ids = xmalloc((size_t)(n + 1) * sizeof(int32_t));
     const int drawn = gpu_trainer_sample(tr, ids, n, tokenizer_eot(tok));
-    tokenizer_print_sample(tok, ids + 1, drawn, tr->step);  // ids[0] is the prompt
+    report_sample(tok, ids + 1, drawn, n, tr->step);  // ids[0] is the prompt
     free(ids);
 }
 
@@ -319,6 +334,7 @@ static void print_val_loss(GpuTrainer *tr) {
     char err[ERR_LEN];
     float loss;
     if (gpu_trainer_val_loss(tr, &loss, err)) die("%s", err);
+    if (check_val_loss_finite(tr->step, loss, err)) die("%s", err);
     printf("step %5d | val loss %.4f\n", tr->step, loss);
 }
 
@@ -406,13 +422,15 @@ static int stop_run(const GpuFlags *f, GpuTrainer *tr, Report *rep, StepLog *log
     return stop_exit_status();
 }
 
-static int train(const GpuFlags *f, const TrainOptions *opt) {
+// The run, from a checked command line. Returns the exit status.
+static int train(const GpuFlags *f, const TrainOptions *opt, const Tokenizer *tok) {
     char err[ERR_LEN];
-    Tokenizer *tok = NULL;
-    if (opt->sample_tokens > 0 && !(tok = tokenizer_load(opt->encoder_path, opt->bpe_path, err)))
-        die("%s (needed to print samples; --sample-tokens 0 skips them)", err);
     GpuTrainer tr;
-    if (gpu_trainer_init(&tr, opt, &f->optim, err)) die("%s", err);
+    // The trainer is built from the files the flags name (the data, the
+    // checkpoint and its state) and from the switches: what it finds wrong
+    // there is the input's, exit 2, as prepare_run's findings are. (A device
+    // error inside exits 1, from CUDA_CHECK.)
+    if (gpu_trainer_init(&tr, opt, &f->optim, err)) return bad_input(err);
     const GPT2Config *c = &tr.model.config;
     struct cudaDeviceProp prop;
     CUDA_CHECK(cudaGetDeviceProperties(&prop, tr.ctx.device));
@@ -501,36 +519,48 @@ static int train(const GpuFlags *f, const TrainOptions *opt) {
     if (tok) print_sample(&tr, tok, opt->sample_tokens);
     free(bufs);
     gpu_trainer_free(&tr);
-    if (tok) tokenizer_free(tok);
-    return 0;
+    // Every step is done and saved, but a Ctrl-C after the last one (in the
+    // sample, say) still gives the signal's status, not 0.
+    return stop_exit_status();
+}
+
+// The tokenizer that prints samples, loaded before a device is looked for
+// (its files are named by flags); none when --sample-tokens is 0.
+static int load_sample_tokenizer(const TrainOptions *opt, Tokenizer **tok, char *err) {
+    *tok = NULL;
+    if (opt->sample_tokens == 0) return 0;
+    char why[ERR_LEN];
+    if ((*tok = tokenizer_load(opt->encoder_path, opt->bpe_path, why))) return 0;
+    return fail(err, "%s (needed to print samples; --sample-tokens 0 skips them)", why);
 }
 
 int main(int argc, char **argv) {
     line_buffered_stdout();
     char err[ERR_LEN];
     GpuFlags f = {.chapter = chapter_first_of_precision(PRECISION_NAME), .bench_warmup = 3};
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--list-chapters")) {
-            chapters_print_table();
-            return 0;
-        }
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            train_options_usage(argv[0]);
-            usage_extra();
-            return 0;
-        }
-    }
     TrainOptions opt = gpu_defaults();
-    if (parse_command_line(&f, &opt, argc, argv, err)) {
-        fprintf(stderr, "error: %s\n", err);
-        return 2;
+    if (parse_command_line(&f, &opt, argc, argv, err)) return bad_input(err);
+    if (f.help) {
+        TrainOptions defaults = gpu_defaults();
+        train_options_usage(argv[0], &defaults);
+        usage_extra();
+        return 0;
     }
+    if (f.list_chapters) {
+        chapters_print_table();
+        return 0;
+    }
+    Tokenizer *tok = NULL;
+    if (!f.check_model && load_sample_tokenizer(&opt, &tok, err)) return bad_input(err);
     if (gpu_device_count() == 0) {
         fprintf(stderr, "error: no CUDA device: %s needs an NVIDIA GPU and its driver "
                         "(build/train_gpt2_cpu trains on the CPU)\n", argv[0]);
-        return 1;
+        if (tok) tokenizer_free(tok);
+        return EXIT_RUN_FAILED;
     }
-    if (f.check_model) return check_state_run(f.check_model, f.check_state, &f.optim) ? 1 : 0;
+    if (f.check_model) return check_state_run(f.check_model, f.check_state, &f.optim);
     stop_signals_install();
-    return train(&f, &opt);
+    int status = train(&f, &opt, tok);
+    if (tok) tokenizer_free(tok);
+    return status;
 }

@@ -38,8 +38,45 @@ TrainOptions train_options_default(void) {
     return o;
 }
 
-void train_options_usage(const char *program) {
-    TrainOptions d = train_options_default();
+// ---- the model's presets --------------------------------------------------------
+static const char *const PRESETS[] = {"tiny", "small", "124m"};
+#define NUM_PRESETS (sizeof PRESETS / sizeof PRESETS[0])
+
+// Sets the four shape fields of preset `name`; the vocabulary and tying stay.
+static int apply_preset(GPT2Config *m, const char *name, char *err) {
+    if (!strcmp(name, "tiny")) {
+        m->num_layers = 2, m->num_heads = 2, m->channels = 64, m->max_seq_len = 32;
+    } else if (!strcmp(name, "small")) {
+        m->num_layers = 4, m->num_heads = 4, m->channels = 128, m->max_seq_len = 64;
+    } else if (!strcmp(name, "124m")) {
+        int vocab = m->vocab_size, padded = m->padded_vocab_size, tied = m->tied;
+        *m = gpt2_config_124m();
+        m->vocab_size = vocab, m->padded_vocab_size = padded, m->tied = tied;
+    } else {
+        return fail(err, "--model: unknown preset '%s' (expected tiny, small or 124m)", name);
+    }
+    return 0;
+}
+
+// The preset whose shape m has, or NULL.
+static const char *preset_of(const GPT2Config *m) {
+    for (size_t i = 0; i < NUM_PRESETS; i++) {
+        GPT2Config p = *m;
+        apply_preset(&p, PRESETS[i], NULL);
+        if (p.num_layers == m->num_layers && p.num_heads == m->num_heads &&
+            p.channels == m->channels && p.max_seq_len == m->max_seq_len)
+            return PRESETS[i];
+    }
+    return NULL;
+}
+
+void train_options_usage(const char *program, const TrainOptions *d) {
+    const GPT2Config *m = &d->model;
+    char shape[96];
+    const char *preset = preset_of(m);
+    if (preset) snprintf(shape, sizeof shape, "%s", preset);
+    else snprintf(shape, sizeof shape, "L=%d H=%d C=%d T=%d", m->num_layers, m->num_heads,
+                  m->channels, m->max_seq_len);
     printf(
         "usage: %s [flags]\n"
         "data:\n"
@@ -49,24 +86,24 @@ void train_options_usage(const char *program) {
         "  --encoder FILE        GPT-2 encoder.json, for printing samples (default %s)\n"
         "  --bpe FILE            GPT-2 vocab.bpe (default %s)\n"
         "  --data-delay-us N     wait N microseconds after reading each training batch,\n"
-        "                        as slow storage would (default 0)\n"
+        "                        as slow storage would (default %d)\n"
         "  --data-threads N      worker threads that read batches, with --data-workers\n"
         "                        (chapter 08; default %d)\n"
         "model:\n"
-        "  --model NAME          preset: tiny, small (default), 124m\n"
+        "  --model NAME          preset: tiny, small or 124m (default %s)\n"
         "  --layers N --heads N --channels N --max-seq-len N\n"
-        "  --padded-vocab N      rows of wte/lm_head (default: the vocabulary, %d)\n"
-        "  --tied / --untied     share wte with lm_head (default untied)\n"
+        "  --padded-vocab N      rows of wte/lm_head, at least the vocabulary's\n"
+        "                        (default: the vocabulary, %d)\n"
+        "  --tied / --untied     share wte with lm_head (default %s)\n"
         "  --init-from FILE      start from a model checkpoint: its shape and weights\n"
         "                        (shape flags given must agree with it)\n"
         "training:\n"
         "  -b, --batch N         sequences per step (default %d)\n"
-        "  -t, --seq-len N       tokens per sequence (default: the model's max)\n"
+        "  -t, --seq-len N       tokens per sequence (default: the model's max, %d)\n"
         "  --grad-accum N        sum the gradients of N batches of -b sequences into each\n"
         "                        step: a step of N*B sequences in the memory of B (GPU\n"
-        "                        trainer, --fused-optimizer; default 1)\n"
-        "  --steps N             steps to train, in all: a resumed run continues to N\n"
-        "                        (default %d)\n"
+        "                        trainer, --fused-optimizer; default %d)\n"
+        "  --steps N             steps in all: a resumed run continues to N (default %d)\n"
         "  --lr X                peak learning rate (default %g)\n"
         "  --warmup N            warm-up steps (default %d)\n"
         "  --min-lr-frac X       final lr as a fraction of the peak (default %g)\n"
@@ -77,19 +114,22 @@ void train_options_usage(const char *program) {
         "  --val-every N         validation loss every N steps, 0 = off (default %d)\n"
         "  --val-batches N       batches per validation (default %d)\n"
         "  --sample-every N      print a sample every N steps, 0 = only at the end\n"
+        "                        (default %d)\n"
         "  --sample-tokens N     tokens per sample, 0 = no sampling (default %d)\n"
         "  --checkpoint-every N  save every N steps, at the end and when stopped by\n"
-        "                        Ctrl-C; 0 = off (default)\n"
+        "                        Ctrl-C; 0 = off (default %d)\n"
         "  --checkpoint-dir DIR  created if missing (default %s)\n"
         "  --resume FILE|DIR     continue a run from a model_NNNNNN.bin written by this\n"
         "                        trainer (its state_NNNNNN.bin beside it), or from the\n"
         "                        latest complete pair in DIR; the shape, B and T are\n"
         "                        the checkpoint's (flags given must agree)\n"
         "  --log-every N         print a step line every N steps (default %d)\n",
-        program, d.train_pattern, d.val_pattern, d.encoder_path, d.bpe_path, d.data_threads,
-        d.model.vocab_size, d.B, d.steps, d.lr.max_lr, d.lr.warmup_steps,
-        d.lr.min_lr_fraction, d.adamw.weight_decay, d.grad_clip, (unsigned long long)d.seed,
-        d.val_every, d.val_batches, d.sample_tokens, d.checkpoint_dir, d.log_every);
+        program, d->train_pattern, d->val_pattern, d->encoder_path, d->bpe_path,
+        d->data_delay_us, d->data_threads, shape, m->padded_vocab_size,
+        m->tied ? "tied" : "untied", d->B, d->T, d->grad_accum, d->steps, d->lr.max_lr,
+        d->lr.warmup_steps, d->lr.min_lr_fraction, d->adamw.weight_decay, d->grad_clip,
+        (unsigned long long)d->seed, d->val_every, d->val_batches, d->sample_every,
+        d->sample_tokens, d->checkpoint_every, d->checkpoint_dir, d->log_every);
 }
 
 // ---- values: each parser names the flag when the value is bad -------------
@@ -145,21 +185,6 @@ static int set_data_dir(TrainOptions *o, const char *dir, char *err) {
     return 0;
 }
 
-static int apply_preset(TrainOptions *o, const char *name, char *err) {
-    GPT2Config *m = &o->model;
-    if (!strcmp(name, "tiny")) {
-        m->num_layers = 2, m->num_heads = 2, m->channels = 64, m->max_seq_len = 32;
-    } else if (!strcmp(name, "small")) {
-        m->num_layers = 4, m->num_heads = 4, m->channels = 128, m->max_seq_len = 64;
-    } else if (!strcmp(name, "124m")) {
-        int vocab = m->vocab_size, padded = m->padded_vocab_size, tied = m->tied;
-        *m = gpt2_config_124m();
-        m->vocab_size = vocab, m->padded_vocab_size = padded, m->tied = tied;
-    } else {
-        return fail(err, "--model: unknown preset '%s' (expected tiny, small or 124m)", name);
-    }
-    return 0;
-}
 
 // ---- the flags ----------------------------------------------------------------
 // One row per flag: its name, what kind of value it takes, where the value
@@ -247,7 +272,7 @@ static int apply_flag(TrainOptions *o, const FlagSpec *f, const char *value, cha
     case FLAG_TEXT: return copy_string(f->name, value, field, f->size, err);
     case FLAG_SWITCH: *(int *)field = (int)f->min; return 0;
     case FLAG_DATA: return set_data_dir(o, value, err);
-    case FLAG_MODEL: return apply_preset(o, value, err);
+    case FLAG_MODEL: return apply_preset(&o->model, value, err);
     case FLAG_SEED: return parse_seed(f->name, value, &o->seed, err);
     }
     return fail(err, "%s: unhandled kind of flag", f->name);  // not reached
@@ -258,8 +283,11 @@ static int check_together(TrainOptions *o, char *err) {
     if (o->init_from[0] && o->resume_from[0])
         return fail(err, "--init-from and --resume: give one or the other (--resume continues "
                          "a run; --init-from starts a new one from a model's weights)");
+    // Every token needs its row in wte and lm_head: fewer rows is no model.
     if (o->model.padded_vocab_size < o->model.vocab_size)
-        o->model.padded_vocab_size = o->model.vocab_size;
+        return fail(err, "--padded-vocab %d is smaller than the vocabulary, %d tokens: it "
+                         "counts wte's and lm_head's rows, one per token, then the padding",
+                    o->model.padded_vocab_size, o->model.vocab_size);
     if (!(o->given & GIVEN_SEQ_LEN)) o->T = o->model.max_seq_len;
     // With --init-from or --resume the model's shape is the checkpoint's:
     // prepare_run checks the shape flags and T against it.
@@ -276,12 +304,16 @@ static int check_together(TrainOptions *o, char *err) {
     return 0;
 }
 
+static int is_help(const char *arg) { return !strcmp(arg, "-h") || !strcmp(arg, "--help"); }
+
 int train_options_parse(TrainOptions *o, int argc, char **argv, char *err) {
+    // --help is answered once the whole line is read: it hides no mistake.
+    int help = 0;
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
-        if (!strcmp(arg, "-h") || !strcmp(arg, "--help")) {
-            train_options_usage(argv[0]);
-            return 1;
+        if (is_help(arg)) {
+            help = 1;
+            continue;
         }
         const FlagSpec *f = find_flag(arg);
         if (!f && arg[0] == '-') return fail(err, "unknown flag '%s' (see --help)", arg);
@@ -292,12 +324,13 @@ int train_options_parse(TrainOptions *o, int argc, char **argv, char *err) {
         if (f->kind != FLAG_SWITCH) {
             if (i + 1 >= argc) return fail(err, "%s: missing value (see --help)", arg);
             value = argv[++i];
-            if (find_flag(value))
+            if (find_flag(value) || is_help(value))
                 return fail(err, "%s: missing value (the next word is the flag %s)", arg,
                             value);
         }
         if (apply_flag(o, f, value, err)) return -1;
         o->given |= f->given;
     }
-    return check_together(o, err);
+    if (check_together(o, err)) return -1;
+    return help;
 }

@@ -59,15 +59,18 @@ enum {
 // The defaults: a small model that trains on a CPU in minutes.
 TrainOptions train_options_default(void);
 
-// Parses argv over the defaults. Returns 0; 1 when --help was asked (usage is
-// printed); -1 with a reason in err naming the flag and what is wrong: an
+// Parses argv over the defaults. Returns 0; 1 when --help was asked and the
+// rest of the line is good (the program prints train_options_usage with its
+// defaults); -1 with a reason in err naming the flag and what is wrong: an
 // unknown flag, a word that is not a flag, a flag without its value, a value
 // that is not a number in the flag's range, flags that contradict each other.
 // What needs the files the flags name (a checkpoint's shape, a resumed
 // state's step) is checked after, by prepare_run (train_common.h).
 int train_options_parse(TrainOptions *o, int argc, char **argv, char *err);
 
-void train_options_usage(const char *program);
+// Prints the flags, each with its default as `defaults` has it: the program's
+// own (the CPU trainer's train_options_default, the GPU trainer's 124M).
+void train_options_usage(const char *program, const TrainOptions *defaults);
 
 // 1 when arg is one of train_options_parse's flags that takes a value, else 0:
 // for a program that reads flags of its own first (the GPU trainer) and must

@@ -5,8 +5,9 @@
 //   a function that can fail on bad input returns 0 on success and -1 on
 //   failure, and writes a one-line, human-readable reason into `err`
 //   (a caller-provided buffer of ERR_LEN bytes). Reasons name the file or flag
-//   and what is wrong with it. Programs print the reason and exit(1); tests
-//   compare it. Nothing in common/ calls exit() on bad *input*; only on a
+//   and what is wrong with it. Programs print the reason and exit with the
+//   status exit_status.h gives (2 for bad input, 1 for a run that failed);
+//   tests compare it. Nothing in common/ calls exit() on bad *input*; only on a
 //   programming error or out-of-memory.
 #ifndef UTIL_H
 #define UTIL_H

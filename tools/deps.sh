@@ -1,19 +1,25 @@
 #!/usr/bin/env bash
 # deps.sh: install the Debian/Ubuntu packages the project needs, once.
-# Run by `make deps` (and so by `make run` and `make test`). As root it runs
+# Run by `make deps` (and so by `make test`; `make run` and `make data` run
+# `deps.sh run`, which asks for less). As root it runs
 # apt-get; otherwise it prints the exact command for you to run.
 set -euo pipefail
 
-# package -> a file that proves it is installed
+# package -> a file that proves it is installed. `tools/deps.sh run` (make
+# run, make data) asks only for what training needs: the tokenizer's Unicode
+# tables and a way to fetch the data. Everything else is for the tests, the
+# book and the plots.
 declare -A probe=(
-  [libcriterion-dev]=/usr/include/criterion/criterion.h
   [libutf8proc-dev]=/usr/include/utf8proc.h
   [curl]=/usr/bin/curl
   [ca-certificates]=/etc/ssl/certs/ca-certificates.crt
-  [pandoc]=/usr/bin/pandoc
-  # `make plots` (tools/plots.py) runs Debian's /usr/bin/python3 with it
-  [python3-matplotlib]=/usr/lib/python3/dist-packages/matplotlib/__init__.py
 )
+if [ "${1:-}" != run ]; then
+  probe[libcriterion-dev]=/usr/include/criterion/criterion.h
+  probe[pandoc]=/usr/bin/pandoc
+  # `make plots` (tools/plots.py) runs Debian's /usr/bin/python3 with it
+  probe[python3-matplotlib]=/usr/lib/python3/dist-packages/matplotlib/__init__.py
+fi
 
 # `tools/deps.sh book` adds what `make book` needs: pdflatex, KOMA-Script and
 # Latin Modern (about 180 MB installed). `tools/deps.sh book-test` adds, on

@@ -82,7 +82,8 @@ Test(check_cpu, a_bad_file_is_an_error_naming_it) {
     write_files(0, 0);
     truncate_to(tmp_path("state.bin"), 2000);
     cr_redirect_stderr();
-    cr_assert_eq(check_state_cpu(tmp_path("model.bin"), tmp_path("state.bin")), 1);
+    cr_assert_eq(check_state_cpu(tmp_path("model.bin"), tmp_path("state.bin")), 2,
+                 "a bad file is bad input: exit 2 (exit_status.h), not a failed check's 1");
     fflush(stderr);
     cr_assert_stderr_neq_str("");
 }

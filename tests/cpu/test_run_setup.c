@@ -1,9 +1,10 @@
 // test_run_setup.c: what happens before a run trains and as it goes: the
 // command line (every mistake named, none silently ignored), prepare_run
 // (flags against the files they name, the checkpoint directory made and
-// tested at start-up), the diverged-step check, the parameter count's line,
-// and the stop signals (a first Ctrl-C waits for the step, a second one
-// leaves no temporary behind).
+// tested at start-up), the checks of a diverged step and of a validation
+// loss that is not finite, the parameter count's line, and the stop signals
+// (a first Ctrl-C waits for the step, a second one leaves no temporary
+// behind).
 #define _POSIX_C_SOURCE 200809L  // for file_helpers.h; fork, kill
 #include <criterion/criterion.h>
 #include <criterion/redirect.h>
@@ -55,6 +56,9 @@ static void assert_parse_fails(const char *says, int argc, ...) {
 Test(run_setup, every_mistake_on_the_command_line_is_named) {
     assert_parse_fails("unknown flag '--bogus'", 2, "--bogus");
     assert_parse_fails("unknown flag '--bogus'", 4, "--steps", "5", "--bogus");
+    assert_parse_fails("unknown flag '--bogus'", 3, "--help", "--bogus");  // --help hides nothing
+    assert_parse_fails("--steps: missing value (the next word is the flag --help)", 3, "--steps",
+                       "--help");
     assert_parse_fails("unexpected argument 'data'", 2, "data");
     assert_parse_fails("unexpected argument '7'", 4, "--steps", "5", "7");
     assert_parse_fails("--steps: missing value", 2, "--steps");
@@ -69,6 +73,8 @@ Test(run_setup, every_mistake_on_the_command_line_is_named) {
     assert_parse_fails("--model: unknown preset 'huge'", 3, "--model", "huge");
     assert_parse_fails("--init-from and --resume", 5, "--init-from", "a.bin", "--resume", "b.bin");
     assert_parse_fails("must be divisible", 5, "--channels", "100", "--heads", "3");
+    assert_parse_fails("--padded-vocab 100 is smaller than the vocabulary, 50257 tokens", 3,
+                       "--padded-vocab", "100");
 }
 
 Test(run_setup, the_flags_given_are_recorded) {
@@ -81,6 +87,7 @@ Test(run_setup, the_flags_given_are_recorded) {
     cr_assert_eq(o.B, 2);
     cr_assert_eq(o.T, 32, "T defaults to the model's context");
     cr_assert_eq(parse(&o, err, 2, "--help"), 1);
+    cr_assert_eq(parse(&o, err, 4, "-b", "3", "-h"), 1);
 }
 
 Test(run_setup, the_value_parsers_are_exported_for_other_programs) {
@@ -301,6 +308,16 @@ Test(run_setup, a_diverged_step_is_named) {
     assert_error_says(err, "step 4: the loss is NaN", "diverged");
     cr_assert_eq(check_step_finite(5, 2.5f, INFINITY, err), -1);
     assert_error_says(err, "step 5: the gradient norm is infinite", NULL);
+}
+
+Test(run_setup, a_validation_loss_that_is_not_finite_is_named) {
+    char err[ERR_LEN];
+    cr_assert_eq(check_val_loss_finite(25, 3.5f, err), 0);
+    cr_assert_eq(check_val_loss_finite(25, NAN, err), -1);
+    assert_error_says(err, "step 25: the validation loss is NaN", "diverged");
+    cr_assert_eq(check_val_loss_finite(50, INFINITY, err), -1);
+    assert_error_says(err, "step 50: the validation loss is infinite", NULL);
+    cr_assert_eq(check_val_loss_finite(0, -INFINITY, err), -1);
 }
 
 Test(run_setup, the_parameter_count_says_untied) {

@@ -5,13 +5,12 @@
 // chosen to cross every edge of the kernels' tiles (128 queries forward, 64
 // keys and 64 queries backward): T below one tile, T not a multiple of
 // either, 3 heads, batches of 5, and the head sizes the kernels are built for.
-#include <criterion/redirect.h>
-
 #include "attention.h"
 #include "attention_flash.h"
 #include "compare.h"
 #include "gpt2_cpu.h"
-#include "gpu_test.h"
+#include "gpu_test.h"  // criterion.h, which <criterion/redirect.h> needs first
+#include <criterion/redirect.h>
 #include "tolerances.h"
 
 TestSuite(kernels_attention_flash, .init = gpu_test_init, .fini = gpu_test_fini);

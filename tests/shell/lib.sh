@@ -2,8 +2,9 @@
 # runs its cases with `check FUNCTION [ARGS...]` and ends with `finish`.
 #
 # A case is one of the test's functions, named for what it checks; it passes
-# when it returns 0, and calls `fail` with what went wrong. Every case runs in
-# a subshell, with a fresh temporary directory $work, removed afterwards.
+# when it returns 0, and calls `fail` with what went wrong (or `skip`, with
+# why it cannot run here). Every case runs in a subshell, with a fresh
+# temporary directory $work, removed afterwards.
 set -u
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -15,11 +16,22 @@ fail() {
   return 1
 }
 
+# skip REASON: for a case that cannot run here (a tool it needs is missing):
+# says why and returns 77, which check reports as [SKIP]. Use it as
+# `command -v tool >/dev/null || { skip "tool is not installed"; return; }`.
+skip() {
+  echo "    $*"
+  return 77
+}
+
 check() {
-  local name=$1
+  local name=$1 status=0
   work=$(mktemp -d "/tmp/test_shell_XXXXXX")
-  if ( "$@" ); then
+  ( "$@" ) || status=$?
+  if [ "$status" = 0 ]; then
     echo "[PASS] $(basename "$0" .sh)::$name"
+  elif [ "$status" = 77 ]; then
+    echo "[SKIP] $(basename "$0" .sh)::$name"
   else
     echo "[FAIL] $(basename "$0" .sh)::$name"
     failures=$((failures + 1))

@@ -18,6 +18,20 @@ refused() {
   says "$work/err" "$text"
 }
 
+help_prints_the_gpu_defaults() {
+  local bin
+  for bin in $fp32 $bf16; do
+    expect_status 0 $bin --help || return 1
+    says "$work/out" "preset: tiny, small or 124m (default 124m)" &&
+    says "$work/out" "sequences per step (default 16)" &&
+    says "$work/out" "tokens per sequence (default: the model's max, 1024)" &&
+    says "$work/out" "a resumed run continues to N (default 50)" &&
+    says "$work/out" "peak learning rate (default 0.0006)" &&
+    says "$work/out" "batches per validation (default 1)" &&
+    says "$work/out" "tokens per sample, 0 = no sampling (default 64)" || return 1
+  done
+}
+
 counts_are_parsed_whole() {
   refused $fp32 "--bench-warmup: expected a whole number >= 0, got '3x'" --bench-warmup 3x &&
   refused $fp32 "--peak-tflops: expected a number > 0, got '-5'" --peak-tflops -5 &&
@@ -41,6 +55,11 @@ a_switch_of_the_other_build_is_refused() {
   refused $fp32 "the precision is not a switch but a build" --bf16
 }
 
+a_padding_smaller_than_the_vocabulary_is_refused() {
+  refused $fp32 "--padded-vocab 100 is smaller than the vocabulary, 50257 tokens" \
+    --padded-vocab 100
+}
+
 a_chapter_of_the_other_precision_is_refused() {
   refused $fp32 "chapter 02 (Mixed precision (bf16)) runs in bf16" --chapter 2 &&
   refused $fp32 "--chapter: no chapter '99'" --chapter 99
@@ -48,7 +67,43 @@ a_chapter_of_the_other_precision_is_refused() {
 
 files_are_checked_before_the_device() {
   refused $fp32 "nowhere/train*.bin: no file matches this pattern" --data "$work/nowhere" &&
-  refused $fp32 "/nonexistent/model.bin" --init-from /nonexistent/model.bin
+  refused $fp32 "/nonexistent/model.bin" --init-from /nonexistent/model.bin &&
+  refused $bf16 "$work/missing.json: cannot open" --sample-tokens 4 --encoder "$work/missing.json"
+}
+
+help_states_the_exit_statuses() {
+  expect_status 0 $bf16 --help || return 1
+  says "$work/out" "exit status:" &&
+  says "$work/out" "  2        the command line, or a file it names, is wrong" &&
+  says "$work/out" "  1        the run failed while running"
+}
+
+list_chapters_and_help_hide_no_mistake() {
+  refused $fp32 "unknown flag '--bogus'" --list-chapters --bogus &&
+  refused $bf16 "unknown flag '--bogus'" --bogus --list-chapters &&
+  refused $fp32 "unknown flag '--bogus'" --help --bogus &&
+  refused $bf16 "--profile: missing value (the next word is the flag --help)" --profile --help &&
+  expect_status 0 $fp32 --list-chapters --no-tensor-cores || return 1
+  says "$work/out" "chapter  precision"
+}
+
+# The files of --check-state are looked at before the device: a missing one
+# is named, on any machine.
+check_state_files_are_checked_before_the_device() {
+  local model
+  build/train_gpt2_cpu --data data/tinyshakespeare --model tiny --steps 1 --val-every 0 \
+    --sample-tokens 0 --checkpoint-every 1 --checkpoint-dir "$work/ck" >"$work/ck.out" 2>&1 ||
+    fail "the CPU trainer: $(tail -2 "$work/ck.out")" || return 1
+  model=$work/ck/model_000001.bin
+  expect_status 2 $fp32 --check-state "$work/missing.bin" "$work/state.bin" || return 1
+  says "$work/err" "$work/missing.bin: cannot open: No such file or directory" || return 1
+  expect_status 2 $bf16 --check-state "$model" "$work/missing_state.bin" || return 1
+  says "$work/err" "$work/missing_state.bin: cannot open" || return 1
+  expect_status 2 $fp32 --check-state "$model" "$work" || return 1
+  says "$work/err" "$work: is a directory" || return 1
+  head -c 2000 /dev/zero >"$work/zeros.bin"
+  expect_status 2 $fp32 --check-state "$work/zeros.bin" "$model" || return 1
+  says "$work/err" "$work/zeros.bin: bad magic 0"
 }
 
 check_state_takes_switches_only() {
@@ -68,12 +123,17 @@ if [ ! -x $fp32 ] || [ ! -x $bf16 ]; then
   echo "[SKIP] test_gpu_trainer_flags: $fp32 and $bf16 not built (no nvcc)"
   exit 0
 fi
+check help_prints_the_gpu_defaults
 check counts_are_parsed_whole
 check a_flag_without_its_value_is_named
 check unknown_flags_and_stray_words_are_named
 check a_switch_of_the_other_build_is_refused
 check a_chapter_of_the_other_precision_is_refused
+check a_padding_smaller_than_the_vocabulary_is_refused
 check files_are_checked_before_the_device
+check help_states_the_exit_statuses
+check list_chapters_and_help_hide_no_mistake
+check check_state_files_are_checked_before_the_device
 check check_state_takes_switches_only
 check good_flags_reach_the_device_check
 finish
