@@ -15,11 +15,15 @@
 #include "precision.h"
 #include "util.h"
 
-// What CUDA's libraries take beyond our allocations: cuBLAS's own workspace,
-// the kernels of cuBLAS, cuBLASLt and ours as they are loaded (lazily, at
-// first use), CUDA graphs' executable copies. Measured on the H100 at 124M:
-// the trainer's peak less its plan (results/h100/first_run/memory.csv).
-#define LIBRARIES_ALLOWANCE ((size_t)768 << 20)
+// What CUDA's libraries take beyond our allocations and beyond the context
+// that exists when the plan is checked: cuBLAS's own workspace, the kernels
+// of cuBLAS, cuBLASLt and ours as they are loaded (lazily, at first use),
+// CUDA graphs' executable copies. Measured on the H100 at 124M, B=16: in
+// every chapter the peak in use, less what was in use before the model was
+// allocated, is the model's buffers and cuBLASLt's to within 0.1 GiB
+// (results/h100/first_run/memory.csv); the allowance is that and as much
+// again.
+#define LIBRARIES_ALLOWANCE ((size_t)256 << 20)
 // Chapter 11's GEMM autotuning flushes the L2 cache with a write of twice
 // its size: 100 MB on the H100, 120 MB on the H200; room for newer GPUs.
 #define L2_FLUSH_ALLOWANCE ((size_t)256 << 20)

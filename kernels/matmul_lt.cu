@@ -503,9 +503,12 @@ extern "C" size_t matmul_backward_v2_scratch_floats(int OC) {
 }
 
 // dbias += the column sums the GEMM's epilogue left in `sums`. The epilogue
-// adds them in fp32 and rounds once; the model's dbias is zero when this
-// runs (the gradients are zeroed once a step and each bias has one use), so
-// the add is exact and the gradient is rounded once, as v1's.
+// adds them in fp32 and rounds once. In a step of one batch the model's
+// dbias is zero when this runs (the gradients are zeroed once a step and
+// each bias has one use), so the add is exact and the gradient is rounded
+// once, as v1's; under chapter 11's --grad-accum each micro-batch after the
+// first adds to a bf16 sum and rounds again, as every other gradient does
+// (the chapter measures what that costs).
 __global__ void bias_accumulate_kernel_v2(floatX *dbias, const floatX *sums, int OC) {
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < OC) dbias[i] = f2x(x2f(dbias[i]) + x2f(sums[i]));

@@ -45,9 +45,15 @@ static inline void gpu_test_init(void) {
     gpu_context_init(&gt_ctx, 0);
 }
 
-static inline void gpu_test_fini(void) {
+// Frees every device buffer the test has allocated so far (gpu_test_fini
+// does it at the end; a test that runs many cases may do it between them).
+static inline void gt_device_free_all(void) {
     for (int i = 0; i < gt_num_device_buffers; i++) gpu_free(gt_device_buffers[i]);
     gt_num_device_buffers = 0;
+}
+
+static inline void gpu_test_fini(void) {
+    gt_device_free_all();
     if (gt_ctx.cublas) gpu_context_free(&gt_ctx);
 }
 

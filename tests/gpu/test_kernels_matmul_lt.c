@@ -142,7 +142,10 @@ Test(kernels_matmul_lt, padding_columns_are_zero) {
 // including one whose plan was evicted and is made again.
 Test(kernels_matmul_lt, a_full_cache_evicts_and_stays_right) {
     enum { SHAPES = 140 };
-    for (int t = 1; t <= SHAPES; t++) check_forward((Case){1, t, 72, 216, 216, 1, 0}, 100 + t);
+    for (int t = 1; t <= SHAPES; t++) {
+        check_forward((Case){1, t, 72, 216, 216, 1, 0}, 100 + t);
+        gt_device_free_all();
+    }
     MatmulLtStats st = matmul_lt_stats();
     cr_assert_eq(st.plans_cached, 128, "plans held: %d", st.plans_cached);
     cr_assert_eq(st.evictions, SHAPES - 128, "evictions: %lld", st.evictions);

@@ -771,7 +771,8 @@ Test(model, gradient_accumulation_matches_one_batch) {
 // the fp32 CPU gradient of the 8: the error of all gradients (norm of the
 // difference over norm of the reference), and each tensor within the
 // chapter tolerances (cosine, norm ratio) at every N. GPU_TEST_CSV=path
-// appends the measured errors there.
+// appends the measured errors there, rows of label, micro_batches,
+// sequences_each, relative_error.
 Test(model, gradient_accumulation_error_by_micro_batches) {
     enum { SEQS = 8 };
     GPT2Config cfg = tiny(1, 1);
@@ -814,7 +815,7 @@ Test(model, gradient_accumulation_error_by_micro_batches) {
         const double rel = sqrt(diff / ref);
         fprintf(stderr, "gradient accumulation: %d micro-batch(es) of %d: relative error %.3e\n",
                 n, each, rel);
-        if (csv) fprintf(csv, "%d,%d,%.6e\n", n, each, rel);
+        if (csv) fprintf(csv, "micro-%d,%d,%d,%.6e\n", n, n, each, rel);
         char vs[64];
         snprintf(vs, sizeof vs, "%d micro-batches (sum / %d) vs the CPU", n, n);
         assert_gradients_agree(g, gpu.param_sizes, cpu.grads, cpu.param_sizes, vs);
