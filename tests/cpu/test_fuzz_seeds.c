@@ -1,9 +1,10 @@
 // test_fuzz_seeds.c: the fuzzers' seeds (tests/fuzz/fuzz_seeds.h) still
 // reach what they are there for, read as their harnesses read them, with
 // the real readers: the train_state harness's version 3 payload, of chapter
-// 10's layout and of one-tensor masks. A fuzzer whose seeds stop short of a
-// path finds nothing there and says nothing (issue 22: 1.1M inputs without
-// one version 3 payload); this test says so.
+// 10's layout and of one-tensor masks; the debug_state harness's tied and
+// untied shapes and its "bad model config". A fuzzer whose seeds stop short
+// of a path finds nothing there and says nothing (issue 22: 1.1M inputs
+// without one version 3 payload); this test says so.
 #define _POSIX_C_SOURCE 200809L  // for file_helpers.h
 #include <criterion/criterion.h>
 #include <stdlib.h>
@@ -95,4 +96,54 @@ Test(fuzz_seeds, the_fp32_state_is_version_2) {
     cr_assert_eq(version, TRAIN_STATE_VERSION);
     cr_assert_eq(s.layout.q8_values, 0);
     adam_state_free(&s);
+}
+
+// ---- debug_state ------------------------------------------------------------------
+
+// Reads the seed as fuzz_debug_state.c does: the shape from its first
+// FUZZ_CONFIG_BYTES bytes, the rest the file. Returns debug_state_read's rc.
+static int read_debug_seed(const char *name, GPT2Config *cfg, DebugState *ds, char *err) {
+    size_t len;
+    uint8_t *data = seed_bytes("debug_state", name, &len);
+    cr_assert_gt(len, FUZZ_CONFIG_BYTES);
+    *cfg = fuzz_config_from_bytes(data);
+    write_bytes(tmp_path("file"), data + FUZZ_CONFIG_BYTES, len - FUZZ_CONFIG_BYTES);
+    free(data);
+    return debug_state_read(tmp_path("file"), cfg, ds, err);
+}
+
+Test(fuzz_seeds, the_tied_debug_state_reads_with_padding) {
+    GPT2Config cfg;
+    DebugState ds;
+    char err[ERR_LEN];
+    cr_assert_eq(read_debug_seed("tied", &cfg, &ds, err), 0, "%s", err);
+    cr_assert_eq(cfg.tied, 1);
+    cr_assert_gt(cfg.padded_vocab_size, cfg.vocab_size, "padded, so the old layout is told apart");
+    debug_state_free(&ds);
+}
+
+Test(fuzz_seeds, the_untied_debug_state_reads_with_lm_head) {
+    GPT2Config cfg;
+    DebugState ds;
+    char err[ERR_LEN];
+    cr_assert_eq(read_debug_seed("untied", &cfg, &ds, err), 0, "%s", err);
+    cr_assert_eq(cfg.tied, 0);
+    cr_assert_gt(cfg.padded_vocab_size, cfg.vocab_size);
+    size_t sizes[NUM_PARAM_TENSORS];
+    gpt2_param_sizes(&cfg, sizes);
+    cr_assert_gt(sizes[PARAM_LM_HEAD], 0);
+    cr_assert_eq(ds.num_grads, gpt2_num_params(&cfg), "lm_head's gradient read too");
+    debug_state_free(&ds);
+}
+
+Test(fuzz_seeds, the_bad_config_debug_state_is_refused_for_its_shape) {
+    GPT2Config cfg;
+    DebugState ds;
+    char err[ERR_LEN];
+    int rc = read_debug_seed("bad_config", &cfg, &ds, err);
+    assert_fails_with(rc, err, tmp_path("file"), "bad model config", "divisible by num_heads");
+    // Its file is the tied seed's: the shape alone is what is wrong.
+    GPT2Config good = fuzz_tiny_config();
+    cr_assert_eq(debug_state_read(tmp_path("file"), &good, &ds, err), 0, "%s", err);
+    debug_state_free(&ds);
 }

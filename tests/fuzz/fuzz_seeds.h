@@ -8,8 +8,8 @@
 //
 // make_seeds.c writes every seed; tests/cpu/test_fuzz_seeds.c reads them
 // back with the real readers and checks that each still reaches what it is
-// here for (a version 3 payload), so that a change to a writer or a shape
-// cannot quietly take that from the fuzzer.
+// here for (a version 3 payload, an untied shape, a bad shape), so that a
+// change to a writer or a shape cannot quietly take that from the fuzzer.
 // Everything is static: each includer has its own copy.
 #ifndef FUZZ_SEEDS_H
 #define FUZZ_SEEDS_H
@@ -44,20 +44,69 @@ static int seed_shard(const char *path, char *err) {
     return shard_write(path, tokens, 6, err);
 }
 
-static int seed_debug_state(const char *path, char *err) {
-    enum { B = 1, T = 2 };
+// ---- debug states: the shape's bytes, then the file ------------------------------
+
+// The shape of the untied seed: the tiny shape untied, with two layers and
+// one head, so that the layers' and the heads' counts vary too.
+static GPT2Config fuzz_untied_config(void) {
     GPT2Config cfg = fuzz_tiny_config();
+    cfg.tied = 0;
+    cfg.num_layers = 2;
+    cfg.num_heads = 1;
+    return cfg;
+}
+
+// A shape the reader must refuse ("bad model config"): 3 heads do not divide
+// 4 channels. Its seed's file is the tiny shape's, valid but for that: one
+// byte from a valid input, and the fuzzer gets both sides of the check.
+static GPT2Config fuzz_bad_config(void) {
+    GPT2Config cfg = fuzz_tiny_config();
+    cfg.num_heads = 3;
+    return cfg;
+}
+
+// A debug state of one batch of 1 x 2 for `file_cfg`, written to path, then
+// rewritten with `cfg`'s bytes (fuzz_config_to_bytes) in front.
+static int write_debug_seed(const char *path, const GPT2Config *cfg,
+                            const GPT2Config *file_cfg, char *err) {
+    enum { B = 1, T = 2 };
     int32_t x[B * T] = {1, 2}, y[B * T] = {2, 3};
-    size_t n = gpt2_num_params(&cfg);
+    size_t n = gpt2_num_params(file_cfg);
     DebugState ds = {.B = B, .T = T, .x = x, .y = y, .loss = 1.5f, .num_grads = n};
-    ds.logits = fuzz_seed_ramp((size_t)B * T * cfg.vocab_size, 0.1f);
+    ds.logits = fuzz_seed_ramp((size_t)B * T * file_cfg->vocab_size, 0.1f);
     ds.grads = fuzz_seed_ramp(n, 0.01f);
     // llm.c writes the padding rows zero; so does the seed.
-    debug_grads_from_param_layout(&cfg, ds.grads, ds.grads);
-    int rc = debug_state_write(path, &cfg, &ds, err);
+    debug_grads_from_param_layout(file_cfg, ds.grads, ds.grads);
+    int rc = debug_state_write(path, file_cfg, &ds, err);
     free(ds.logits);
     free(ds.grads);
-    return rc;
+    if (rc) return -1;
+    uint8_t shape[FUZZ_CONFIG_BYTES];
+    if (fuzz_config_to_bytes(cfg, shape)) return fail(err, "%s: a shape too large", path);
+    size_t len;
+    char *file = read_file(path, &len, err);
+    if (file == NULL) return -1;
+    FILE *f = fopen(path, "wb");
+    rc = f == NULL || fwrite(shape, 1, sizeof shape, f) != sizeof shape ||
+         fwrite(file, 1, len, f) != len;
+    if (f != NULL && fclose(f) != 0) rc = 1;
+    free(file);
+    return rc ? fail(err, "%s: cannot write", path) : 0;
+}
+
+static int seed_debug_tied(const char *path, char *err) {
+    GPT2Config cfg = fuzz_tiny_config();
+    return write_debug_seed(path, &cfg, &cfg, err);
+}
+
+static int seed_debug_untied(const char *path, char *err) {
+    GPT2Config cfg = fuzz_untied_config();
+    return write_debug_seed(path, &cfg, &cfg, err);
+}
+
+static int seed_debug_bad_config(const char *path, char *err) {
+    GPT2Config bad = fuzz_bad_config(), tiny = fuzz_tiny_config();
+    return write_debug_seed(path, &bad, &tiny, err);
 }
 
 // ---- training states --------------------------------------------------------------
@@ -132,7 +181,9 @@ typedef struct {
 static const FuzzSeed fuzz_seeds[] = {
     {"checkpoint", "tiny", seed_checkpoint},
     {"shard", "six_tokens", seed_shard},
-    {"debug_state", "tied", seed_debug_state},
+    {"debug_state", "tied", seed_debug_tied},
+    {"debug_state", "untied", seed_debug_untied},
+    {"debug_state", "bad_config", seed_debug_bad_config},
     {"train_state", "fp32", seed_state_fp32},
     {"train_state", "8bit", seed_state_8bit},
     {"train_state", "8bit_fcw", seed_state_8bit_fcw},

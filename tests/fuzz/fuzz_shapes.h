@@ -4,7 +4,8 @@
 // input is for, as the trainer gets it from the model beside the file:
 //   train_state  the shape below whose parameter count the state's header
 //                names (fuzz_train_state_config)
-//   debug_state  the tiny shape
+//   debug_state  the shape spelled out in the input's first bytes
+//                (fuzz_config_from_bytes), then the file
 //   checkpoint   none: a checkpoint's header is its shape
 #ifndef FUZZ_SHAPES_H
 #define FUZZ_SHAPES_H
@@ -53,5 +54,40 @@ static inline GPT2Config fuzz_train_state_config(const uint8_t *data, size_t siz
         if (((uint64_t)count[1] << 32 | count[0]) == gpt2_num_params(&q8)) return q8;
     }
     return fuzz_tiny_config();
+}
+
+// ---- debug_state -----------------------------------------------------------------
+// A debug state does not say which model it is for, so the harness's input
+// starts with the model's shape: FUZZ_CONFIG_BYTES bytes, one field each, in
+// this order, each a signed byte; the rest of the input is the file. Signed,
+// so that the fuzzer reaches the reader's "bad model config" path (a zero or
+// negative size, Vp < V, H not dividing C, tied not 0 or 1) as easily as
+// shapes tied and untied, padded and not; and small (at most 127), so that
+// a valid shape's file stays small enough to be reached.
+enum { FUZZ_CONFIG_BYTES = 7 };
+
+static inline GPT2Config fuzz_config_from_bytes(const uint8_t b[FUZZ_CONFIG_BYTES]) {
+    GPT2Config cfg = {0};
+    cfg.max_seq_len = (int8_t)b[0];
+    cfg.vocab_size = (int8_t)b[1];
+    cfg.padded_vocab_size = (int8_t)b[2];
+    cfg.num_layers = (int8_t)b[3];
+    cfg.num_heads = (int8_t)b[4];
+    cfg.channels = (int8_t)b[5];
+    cfg.tied = (int8_t)b[6];
+    return cfg;
+}
+
+// The reverse, for the seeds (fuzz_seeds.h): returns -1 when a field does
+// not fit a signed byte.
+static inline int fuzz_config_to_bytes(const GPT2Config *cfg, uint8_t b[FUZZ_CONFIG_BYTES]) {
+    const int f[FUZZ_CONFIG_BYTES] = {cfg->max_seq_len, cfg->vocab_size,
+                                      cfg->padded_vocab_size, cfg->num_layers,
+                                      cfg->num_heads, cfg->channels, cfg->tied};
+    for (int i = 0; i < FUZZ_CONFIG_BYTES; i++) {
+        if (f[i] < INT8_MIN || f[i] > INT8_MAX) return -1;
+        b[i] = (uint8_t)(int8_t)f[i];
+    }
+    return 0;
 }
 #endif
