@@ -150,17 +150,6 @@ static int seed_state_8bit(const char *path, char *err) {
     return write_state_seed(path, &cfg, &l, err);
 }
 
-// Version 3 at the same shape with one tensor's moments 8-bit, fcw's (mask
-// 0x400): a state that chapter 10 resumes through a conversion (its layout
-// quantizes fcprojw too), which the harness does as a resumed run would:
-// this seed leads the fuzzer into the quantization too, not only the copy
-// and the dequantization.
-static int seed_state_8bit_fcw(const char *path, char *err) {
-    GPT2Config cfg = fuzz_8bit_config();
-    AdamLayout l = adam_layout_masked(&cfg, 1u << PARAM_FCW);
-    return write_state_seed(path, &cfg, &l, err);
-}
-
 // Version 3 at the tiny shape, with one tensor's moments 8-bit: qkvw's, 48
 // values in one block of 256 (mask 0x10). Chapter 10 never quantizes a
 // tensor so small, but the reader takes the mask from the file, and this
@@ -186,7 +175,6 @@ static const FuzzSeed fuzz_seeds[] = {
     {"debug_state", "bad_config", seed_debug_bad_config},
     {"train_state", "fp32", seed_state_fp32},
     {"train_state", "8bit", seed_state_8bit},
-    {"train_state", "8bit_fcw", seed_state_8bit_fcw},
     {"train_state", "8bit_tiny", seed_state_8bit_tiny},
 };
 enum { FUZZ_NUM_SEEDS = sizeof fuzz_seeds / sizeof fuzz_seeds[0] };

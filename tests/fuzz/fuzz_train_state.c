@@ -1,24 +1,17 @@
 // fuzz_train_state.c: train_state_read_progress, train_state_read and
 // train_state_read_adam (versions 2 and 3) on any bytes, for the shape whose
 // parameter count the header names (fuzz_shapes.h: the tiny one, or the
-// smallest whose state chapter 10 writes with 8-bit moments); then, as a
-// resumed run does with what train_state_read_adam returns (train_gpu.c's
-// restore_state), the moments converted into chapter 09's layout and
-// chapter 10's: dequantized, quantized or copied, whatever the file held.
+// smallest whose state chapter 10 writes with 8-bit moments).
+//
+// It stops where the reader does. A resumed run goes on to convert the
+// moments into its own layout (adam_state_convert); the harness once did
+// too, and 500,000 inputs ran clean through it, but the quantization made
+// each input twelve times slower, for arithmetic on values that the reader
+// has already checked to be finite.
 #include <stdlib.h>
 #include "fuzz.h"
 #include "fuzz_shapes.h"
 #include "train_state.h"
-
-// s converted into the layout of the shape's model with or without 8-bit
-// moments.
-static void convert_to(const AdamState *s, const GPT2Config *cfg, int quantize8) {
-    AdamLayout l = adam_layout_for(cfg, quantize8);
-    AdamState dst;
-    adam_state_alloc(&dst, &l);
-    adam_state_convert(s, &dst);
-    adam_state_free(&dst);
-}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const char *path = fuzz_input_file("train_state", data, size);
@@ -36,10 +29,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     err[0] = '\0';
     int rc = train_state_read_adam(path, &cfg, &p, &s, err);
     fuzz_check_refusal(rc, err, path);
-    if (rc == 0) {
-        convert_to(&s, &cfg, 0);
-        convert_to(&s, &cfg, 1);
-        adam_state_free(&s);
-    }
+    if (rc == 0) adam_state_free(&s);
     return 0;
 }
