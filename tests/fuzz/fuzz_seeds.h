@@ -180,7 +180,8 @@ static const FuzzSeed fuzz_seeds[] = {
 enum { FUZZ_NUM_SEEDS = sizeof fuzz_seeds / sizeof fuzz_seeds[0] };
 
 // Writes the seed `name` of `harness` to path; dies if there is none.
-static inline int fuzz_seed_write(const char *harness, const char *name, const char *path, char *err) {
+static inline int fuzz_seed_write(const char *harness, const char *name, const char *path,
+                                  char *err) {
     for (int i = 0; i < FUZZ_NUM_SEEDS; i++)
         if (strcmp(fuzz_seeds[i].harness, harness) == 0 && strcmp(fuzz_seeds[i].name, name) == 0)
             return fuzz_seeds[i].write(path, err);
