@@ -687,8 +687,8 @@ gpu-tests-run: $(LABS)
 #   make fuzz        each harness for FUZZ_RUNS executions (default 1M)
 #   make fuzz-smoke  a short pass of each, FUZZ_SMOKE_SECONDS at most (CI);
 #                    skipped, saying so, without clang
-# Each starts from a valid file written by our writers (build/fuzz/seeds/,
-# tests/fuzz/make_seeds.c) and from tests/fuzz/corpus/NAME/: hand-made seeds
+# Each starts from valid files written by our writers (build/fuzz/seeds/,
+# tests/fuzz/fuzz_seeds.h) and from tests/fuzz/corpus/NAME/: hand-made seeds
 # and every input that once failed, kept as a regression test. New inputs go
 # to build/fuzz/corpus/NAME/; a failing one to build/fuzz/crash-NAME-*.
 FUZZ_CC     ?= clang
@@ -719,8 +719,10 @@ $(BUILD)/fuzz/fuzz_%: $(BUILD)/fuzz/obj/tests/fuzz/fuzz_%.o $(FUZZ_LIB_OBJS)
 $(BUILD)/fuzz/make_seeds: $(BUILD)/obj/tests/fuzz/make_seeds.o $(LIBCOMMON) $(SOLUTION_C_LIB)
 	$(CC) $(CFLAGS) -Wl,--start-group $^ -Wl,--end-group -o $@ $(LDLIBS)
 
+# The seeds are written afresh each time: a seed that fuzz_seeds.h no longer
+# writes must not linger.
 fuzz-build: $(FUZZ_BINS) $(BUILD)/fuzz/make_seeds $(RAW_FILES)
-	@$(BUILD)/fuzz/make_seeds $(BUILD)/fuzz/seeds
+	@rm -rf $(BUILD)/fuzz/seeds && $(BUILD)/fuzz/make_seeds $(BUILD)/fuzz/seeds
 
 # fuzz_run RUNS SECONDS: every harness, one after another, for RUNS
 # executions or SECONDS (0: no limit), whichever comes first; stops at the
