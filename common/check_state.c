@@ -91,7 +91,7 @@ int check_state_run(const char *model_path, const char *state_path, const Optimi
 #endif
 
     GpuContext ctx;
-    gpu_context_init(&ctx, 0);
+    gpu_context_init(&ctx, GPU_FIRST_DEVICE);
     GPT2Gpu model;
     gpt2_gpu_init(&model, &ctx, &cfg, params, ds.B, ds.T, optim);
     // Logits from a GPT2_LOSS pass: a GPT2_TRAIN one may overwrite them with
@@ -115,7 +115,7 @@ int check_state_run(const char *model_path, const char *state_path, const Optimi
     // rows), so both buffers have each tensor at the same offset; the
     // padding rows, which no token reaches, are not compared.
     float *grads = xmalloc(model.num_params * sizeof(float));
-    gpt2_gpu_download_floatx(model.grads, grads, model.num_params);
+    gpt2_gpu_download_floatx(&model, model.grads, grads, model.num_params);
     size_t sizes[NUM_PARAM_TENSORS], real[NUM_PARAM_TENSORS], offset = 0;
     debug_grad_sizes(&cfg, sizes);
     debug_grad_real_sizes(&cfg, real);

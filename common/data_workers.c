@@ -36,7 +36,7 @@ static int copies_done(void *ctx, int slot) {
 
 static void wait_for_copies(void *ctx, int slot) {
     DataWorkers *dw = ctx;
-    gpu_event_sync(dw->slots[slot].uploaded, "a free slot of the data ring");
+    gpu_event_sync(dw->ctx, dw->slots[slot].uploaded, "a free slot of the data ring");
 }
 
 static void free_buffers(DataWorkers *dw) {
@@ -52,9 +52,9 @@ static void free_buffers(DataWorkers *dw) {
     memset(dw, 0, sizeof *dw);
 }
 
-int data_workers_start(DataWorkers *dw, DataLoader *loader, int B, int T, int V, int num_threads,
-                       int delay_us, char *err) {
-    *dw = (DataWorkers){.loader = loader, .B = B, .T = T, .V = V, .delay_us = delay_us,
+int data_workers_start(DataWorkers *dw, const GpuContext *ctx, DataLoader *loader, int B, int T,
+                       int V, int num_threads, int delay_us, char *err) {
+    *dw = (DataWorkers){.ctx = ctx, .loader = loader, .B = B, .T = T, .V = V, .delay_us = delay_us,
                         .consumed = dataloader_position(loader)};
     for (int i = 0; i < DATA_RING_SLOTS; i++) {
         host_batch_init(&dw->slots[i].batch, B, T, V, 1);

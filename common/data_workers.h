@@ -41,6 +41,7 @@ typedef struct {
 } DataSlot;
 
 typedef struct {
+    const GpuContext *ctx;    // the model's: its stream waits for the copies, it counts our waits
     DataLoader *loader;       // the training loader: the workers' until data_workers_stop
     int B, T, V, delay_us;
     BatchRing ring;
@@ -55,8 +56,8 @@ typedef struct {
 // Starts num_threads workers (1..BATCH_RING_MAX_THREADS) reading (B,T) batches of
 // tokens in [0, V) from loader, at its current position, each followed by
 // --data-delay-us (delay_us). Returns 0, or -1 with a reason in err.
-int data_workers_start(DataWorkers *dw, DataLoader *loader, int B, int T, int V, int num_threads,
-                       int delay_us, char *err);
+int data_workers_start(DataWorkers *dw, const GpuContext *ctx, DataLoader *loader, int B, int T,
+                       int V, int num_threads, int delay_us, char *err);
 
 // The step's batch: takes the next one in order (waiting for it only when no
 // batch is ready), queues its copies on the copy stream into a device buffer,

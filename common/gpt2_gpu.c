@@ -195,13 +195,13 @@ void gpt2_gpu_set_schedule(GPT2Gpu *model, const LrSchedule *lr, const AdamWConf
     model->device_bytes -= (size_t)model->schedule_steps * sizeof(AdamWScheduleEntry);
     model->device_bytes += bytes;
     model->schedule = gpu_malloc(bytes, "every step's lr and corrections");
-    gpu_memcpy_sync(model->schedule, table, bytes, cudaMemcpyHostToDevice);
+    gpu_memcpy_sync(model->ctx, model->schedule, table, bytes, cudaMemcpyHostToDevice);
     free(table);
     model->schedule_steps = steps;
     model->micro_batches = micro_batches;
     // The counter adamw_begin_step_v3 advances: AdamWStep.t, the last step taken.
     AdamWStep step = {.t = steps_done};
-    gpu_memcpy_sync(model->adamw_step, &step, sizeof step, cudaMemcpyHostToDevice);
+    gpu_memcpy_sync(model->ctx, model->adamw_step, &step, sizeof step, cudaMemcpyHostToDevice);
 }
 
 void gpt2_gpu_free(GPT2Gpu *model) {
@@ -350,8 +350,8 @@ int gpt2_gpu_upload_batch(GPT2Gpu *model, HostBatch *hb, int with_targets, int B
     } else {
         // From pageable memory: each cudaMemcpy first waits for the work
         // queued before it, then returns once the host's bytes are staged.
-        gpu_memcpy_sync(db->inputs, hb->inputs, bytes, cudaMemcpyHostToDevice);
-        if (with_targets) gpu_memcpy_sync(db->targets, hb->targets, bytes, cudaMemcpyHostToDevice);
+        gpu_memcpy_sync(model->ctx, db->inputs, hb->inputs, bytes, cudaMemcpyHostToDevice);
+        if (with_targets) gpu_memcpy_sync(model->ctx, db->targets, hb->targets, bytes, cudaMemcpyHostToDevice);
     }
     // ANCHOR_END: batch_upload
     if (!with_targets) return 0;
@@ -452,7 +452,7 @@ void gpt2_gpu_download_logits(const GPT2Gpu *model, size_t first_row, size_t row
                               float *out) {
     const size_t ld = (size_t)model->logits_stride;
     float *full = xmalloc(rows * ld * sizeof(float));
-    gpt2_gpu_download_floatx(model->acts.logits + first_row * ld, full, rows * ld);
+    gpt2_gpu_download_floatx(model, model->acts.logits + first_row * ld, full, rows * ld);
     for (size_t r = 0; r < rows; r++)
         memcpy(out + r * width, full + r * ld, (size_t)width * sizeof(float));
     free(full);
@@ -460,7 +460,7 @@ void gpt2_gpu_download_logits(const GPT2Gpu *model, size_t first_row, size_t row
 
 float gpt2_gpu_read_loss(const GPT2Gpu *model) {
     float loss;
-    gpu_memcpy_sync(&loss, model->mean_loss, sizeof loss, cudaMemcpyDeviceToHost);
+    gpu_memcpy_sync(model->ctx, &loss, model->mean_loss, sizeof loss, cudaMemcpyDeviceToHost);
     return loss;
 }
 
@@ -576,7 +576,7 @@ static float clip_then_adamw(GPT2Gpu *model, float lr, const AdamWConfig *cfg, f
         scale_by_device_factor_v1(ctx, model->grads, n, model->clip_factor);
     } else {
         // Chapters 00-02: the host reads the norm back (and waits for it).
-        gpu_memcpy_sync(&host_norm, norm, sizeof host_norm, cudaMemcpyDeviceToHost);
+        gpu_memcpy_sync(model->ctx, &host_norm, norm, sizeof host_norm, cudaMemcpyDeviceToHost);
         float factor = grad_clip_factor(host_norm, max_norm);
         if (factor < 1.0f) scale_v1(ctx, model->grads, n, factor);
     }
@@ -612,7 +612,7 @@ static float adamw_fused_step(GPT2Gpu *model, float lr, const AdamWConfig *cfg, 
                        model->adamw_step, cfg);
     // ANCHOR_END: adamw8bit_call
     if (!model->optim.sync_avoidance)
-        gpu_memcpy_sync(&host_norm, norm, sizeof host_norm, cudaMemcpyDeviceToHost);
+        gpu_memcpy_sync(model->ctx, &host_norm, norm, sizeof host_norm, cudaMemcpyDeviceToHost);
     return host_norm;
 }
 
@@ -639,28 +639,28 @@ static void check_layout(const GPT2Gpu *model, const AdamState *s) {
 void gpt2_gpu_get_state(const GPT2Gpu *model, AdamState *s) {
     check_layout(model, s);
     const AdamLayout *l = &model->adam;
-    gpu_memcpy_sync(s->m, model->m, l->fp32_values * sizeof(float), cudaMemcpyDeviceToHost);
-    gpu_memcpy_sync(s->v, model->v, l->fp32_values * sizeof(float), cudaMemcpyDeviceToHost);
+    gpu_memcpy_sync(model->ctx, s->m, model->m, l->fp32_values * sizeof(float), cudaMemcpyDeviceToHost);
+    gpu_memcpy_sync(model->ctx, s->v, model->v, l->fp32_values * sizeof(float), cudaMemcpyDeviceToHost);
     if (l->q8_values == 0) return;
-    gpu_memcpy_sync(s->m_q, model->m_q, l->q8_values, cudaMemcpyDeviceToHost);
-    gpu_memcpy_sync(s->v_q, model->v_q, l->q8_values, cudaMemcpyDeviceToHost);
-    gpu_memcpy_sync(s->m_absmax, model->m_absmax, l->q8_blocks * sizeof(float),
+    gpu_memcpy_sync(model->ctx, s->m_q, model->m_q, l->q8_values, cudaMemcpyDeviceToHost);
+    gpu_memcpy_sync(model->ctx, s->v_q, model->v_q, l->q8_values, cudaMemcpyDeviceToHost);
+    gpu_memcpy_sync(model->ctx, s->m_absmax, model->m_absmax, l->q8_blocks * sizeof(float),
                     cudaMemcpyDeviceToHost);
-    gpu_memcpy_sync(s->v_absmax, model->v_absmax, l->q8_blocks * sizeof(float),
+    gpu_memcpy_sync(model->ctx, s->v_absmax, model->v_absmax, l->q8_blocks * sizeof(float),
                     cudaMemcpyDeviceToHost);
 }
 
 void gpt2_gpu_set_state(GPT2Gpu *model, const AdamState *s) {
     check_layout(model, s);
     const AdamLayout *l = &model->adam;
-    gpu_memcpy_sync(model->m, s->m, l->fp32_values * sizeof(float), cudaMemcpyHostToDevice);
-    gpu_memcpy_sync(model->v, s->v, l->fp32_values * sizeof(float), cudaMemcpyHostToDevice);
+    gpu_memcpy_sync(model->ctx, model->m, s->m, l->fp32_values * sizeof(float), cudaMemcpyHostToDevice);
+    gpu_memcpy_sync(model->ctx, model->v, s->v, l->fp32_values * sizeof(float), cudaMemcpyHostToDevice);
     if (l->q8_values == 0) return;
-    gpu_memcpy_sync(model->m_q, s->m_q, l->q8_values, cudaMemcpyHostToDevice);
-    gpu_memcpy_sync(model->v_q, s->v_q, l->q8_values, cudaMemcpyHostToDevice);
-    gpu_memcpy_sync(model->m_absmax, s->m_absmax, l->q8_blocks * sizeof(float),
+    gpu_memcpy_sync(model->ctx, model->m_q, s->m_q, l->q8_values, cudaMemcpyHostToDevice);
+    gpu_memcpy_sync(model->ctx, model->v_q, s->v_q, l->q8_values, cudaMemcpyHostToDevice);
+    gpu_memcpy_sync(model->ctx, model->m_absmax, s->m_absmax, l->q8_blocks * sizeof(float),
                     cudaMemcpyHostToDevice);
-    gpu_memcpy_sync(model->v_absmax, s->v_absmax, l->q8_blocks * sizeof(float),
+    gpu_memcpy_sync(model->ctx, model->v_absmax, s->v_absmax, l->q8_blocks * sizeof(float),
                     cudaMemcpyHostToDevice);
 }
 // ANCHOR_END: adam_state_transfer
@@ -674,28 +674,28 @@ void gpt2_gpu_get_moments(const GPT2Gpu *model, float *m, float *v) {
 }
 
 void gpt2_gpu_download(const GPT2Gpu *model, const float *device_buffer, float *host) {
-    gpu_memcpy_sync(host, device_buffer, model->num_params * sizeof(float),
+    gpu_memcpy_sync(model->ctx, host, device_buffer, model->num_params * sizeof(float),
                     cudaMemcpyDeviceToHost);
 }
 
 void gpt2_gpu_upload(GPT2Gpu *model, float *device_buffer, const float *host) {
-    gpu_memcpy_sync(device_buffer, host, model->num_params * sizeof(float),
+    gpu_memcpy_sync(model->ctx, device_buffer, host, model->num_params * sizeof(float),
                     cudaMemcpyHostToDevice);
 }
 
 // ---- between the host's fp32 and the device's floatX ------------------------------
 
 // ANCHOR: floatx_host_conversion
-void gpt2_gpu_download_floatx(const floatX *device, float *host, size_t n) {
+void gpt2_gpu_download_floatx(const GPT2Gpu *model, const floatX *device, float *host, size_t n) {
     floatX *stored = xmalloc(n * sizeof(floatX));
-    gpu_memcpy_sync(stored, device, n * sizeof(floatX), cudaMemcpyDeviceToHost);
+    gpu_memcpy_sync(model->ctx, stored, device, n * sizeof(floatX), cudaMemcpyDeviceToHost);
     floats_from_floatx(host, stored, n);
     free(stored);
 }
 
 void gpt2_gpu_get_params(const GPT2Gpu *model, float *host) {
     if (model->master) gpt2_gpu_download(model, model->master, host);
-    else gpt2_gpu_download_floatx(model->params, host, model->num_params);
+    else gpt2_gpu_download_floatx(model, model->params, host, model->num_params);
 }
 
 void gpt2_gpu_set_params(GPT2Gpu *model, const float *host) {
@@ -705,7 +705,7 @@ void gpt2_gpu_set_params(GPT2Gpu *model, const float *host) {
     if (model->master) gpt2_gpu_upload(model, model->master, host);
     floatX *stored = xmalloc(n * sizeof(floatX));
     floatx_from_floats(stored, host, n);
-    gpu_memcpy_sync(model->params, stored, n * sizeof(floatX), cudaMemcpyHostToDevice);
+    gpu_memcpy_sync(model->ctx, model->params, stored, n * sizeof(floatX), cudaMemcpyHostToDevice);
     free(stored);
 }
 // ANCHOR_END: floatx_host_conversion

@@ -235,7 +235,7 @@ void gpt2_gpu_download_logits(const GPT2Gpu *model, size_t first_row, size_t row
 // n floatX values from the device (parameters, gradients, activations) into
 // n host floats: a copy in the fp32 build, a copy then an exact bf16 -> fp32
 // conversion in the bf16 build.
-void gpt2_gpu_download_floatx(const floatX *device, float *host, size_t n);
+void gpt2_gpu_download_floatx(const GPT2Gpu *model, const floatX *device, float *host, size_t n);
 
 // The weights of record, num_params floats: the parameters in the fp32 build,
 // the fp32 master weights in the bf16 build. What checkpoints save.

@@ -27,6 +27,8 @@
 
 #include <cuda_runtime.h>
 
+#include "gpu_context.h"
+
 typedef struct {
     float *host;          // pinned (cudaMallocHost), `capacity` floats: the copy's destination
     int capacity;
@@ -46,9 +48,10 @@ void loss_readback_free(LossReadback *r);
 void loss_readback_start(LossReadback *r, const float *device, int n, cudaStream_t stream);
 
 // Waits for r->copied with gpu_event_sync (gpu_context.h: the wait is
-// counted, and an error raised by any kernel queued before the copy is
-// reported here), then copies the r->count floats of r->host into out and
-// returns r->count. Call it once per loss_readback_start.
-int loss_readback_finish(LossReadback *r, float *out);
+// counted in ctx, the context whose stream the copy was queued on, and an
+// error raised by any kernel queued before the copy is reported here), then
+// copies the r->count floats of r->host into out and returns r->count. Call
+// it once per loss_readback_start.
+int loss_readback_finish(LossReadback *r, const GpuContext *ctx, float *out);
 
 #endif

@@ -358,7 +358,7 @@ static void report_steps(const GpuFlags *f, GpuTrainer *tr, Report *rep, StepLog
     const TrainOptions *opt = &tr->opt;
     GpuStepStats batch[GPU_MAX_PENDING_STEPS];
     int n = gpu_trainer_read_stats(tr, batch);
-    GpuSyncCounts now = gpu_sync_counts();
+    GpuSyncCounts now = gpu_sync_counts(&tr->ctx);
     double used = device_used_gib();
     if (used > rep->peak_mem) rep->peak_mem = used;
     for (int i = 0; i < n; i++) {
@@ -407,7 +407,7 @@ static void save_checkpoint(GpuTrainer *tr, Report *rep, char *path, size_t cap,
     if (gpu_trainer_save(tr, path, cap, err)) die("%s", err);
     printf("step %5d | saved %s\n", tr->step, path);
     *saved_step = tr->step;
-    rep->syncs = gpu_sync_counts();  // the save's waits are not the steps'
+    rep->syncs = gpu_sync_counts(&tr->ctx);  // the save's waits are not the steps'
 }
 
 // Ctrl-C or SIGTERM (stop_signal.h): the step in flight has finished. Read
@@ -477,16 +477,16 @@ static int train(const GpuFlags *f, const TrainOptions *opt, const Tokenizer *to
     double *bufs = xcalloc(5 * (size_t)(steps > 0 ? steps : 1), sizeof(double));
     log.ms = bufs, log.data = bufs + steps, log.fwd = bufs + 2 * steps;
     log.bwd = bufs + 3 * steps, log.opt = bufs + 4 * steps;
-    Report rep = {.peak = peak, .flops_tok = flops_tok, .syncs = gpu_sync_counts()};
+    Report rep = {.peak = peak, .flops_tok = flops_tok, .syncs = gpu_sync_counts(&tr.ctx)};
     char path[1024] = "";
     int saved_step = -1;
     while (tr.step < opt->steps) {
         if (opt->val_every > 0 && tr.step % opt->val_every == 0) {
             print_val_loss(&tr);
-            rep.syncs = gpu_sync_counts();  // the validation's waits are not the steps'
+            rep.syncs = gpu_sync_counts(&tr.ctx);  // the validation's waits are not the steps'
         }
         GpuStepStats s;
-        if (prof && tr.step == profile_from) gpu_profiler_start(prof, tr.ctx.stream);
+        if (prof && tr.step == profile_from) gpu_profiler_start(prof, &tr.ctx);
         if (gpu_trainer_step(&tr, &s, err)) die("%s", err);
         if (prof && tr.step == profile_to) gpu_profiler_stop(prof, profile_to - profile_from);
         // Chapters 00-02 know the step's loss now: a diverged step has ruined

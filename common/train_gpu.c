@@ -195,7 +195,7 @@ int gpu_trainer_init(GpuTrainer *tr, const TrainOptions *opt, const Optimization
                               opt->grad_accum);
     // Chapter 08: the workers start reading where the run is, after a resume's seek.
     if (optim->data_workers) {
-        if (data_workers_start(&tr->workers, &tr->train, opt->B, opt->T, cfg.vocab_size,
+        if (data_workers_start(&tr->workers, &tr->ctx, &tr->train, opt->B, opt->T, cfg.vocab_size,
                                opt->data_threads, opt->data_delay_us, err)) {
             gpu_trainer_free(tr);
             return -1;
@@ -260,7 +260,7 @@ static int next_host_batch(GpuTrainer *tr) {
     // ahead of the device, and waits (or an earlier kernel failed: the wait
     // reports it).
     if (cudaEventQuery(tr->copied[b]) != cudaSuccess)
-        gpu_event_sync(tr->copied[b], "a free upload buffer");
+        gpu_event_sync(&tr->ctx, tr->copied[b], "a free upload buffer");
     // ANCHOR_END: wait_for_buffer
     return b;
 }
@@ -329,14 +329,14 @@ int gpu_trainer_step(GpuTrainer *tr, GpuStepStats *s, char *err) {
     gpt2_gpu_forward(model, GPT2_TRAIN, loss);
     // Chapters 00-02 read the loss back every step, as `loss.item()` does: the
     // host waits here for the whole forward pass.
-    if (!async) gpu_memcpy_sync(&s->loss, loss, sizeof(float), cudaMemcpyDeviceToHost);
+    if (!async) gpu_memcpy_sync(ctx, &s->loss, loss, sizeof(float), cudaMemcpyDeviceToHost);
     CUDA_CHECK(cudaEventRecord(ev[1], ctx->stream));
     gpt2_gpu_backward(model);
     CUDA_CHECK(cudaEventRecord(ev[2], ctx->stream));
     s->grad_norm = gpt2_gpu_update(model, s->lr, &opt->adamw, opt->grad_clip, tr->step + 1, norm);
     CUDA_CHECK(cudaEventRecord(ev[3], ctx->stream));
     // Chapters 00-02 wait for the end of the step; chapter 03 goes on to the next.
-    if (!async) gpu_event_sync(ev[3], "the end of the step");
+    if (!async) gpu_event_sync(ctx, ev[3], "the end of the step");
     // ANCHOR_END: training_step
     tr->step++;
     if (!async) {
@@ -409,7 +409,7 @@ static int step_in_micro_batches(GpuTrainer *tr, GpuStepStats *s, char *err) {
     // Replayed steps write their loss and norm to two fixed floats, copied
     // to this step's after the replay. The profiler times kernels one by one:
     // its steps run as they are.
-    const int graphs = tr->optim.cuda_graphs && tr->warmed_up && !gpu_profiling();
+    const int graphs = tr->optim.cuda_graphs && tr->warmed_up && !gpu_profiling(ctx);
     float *step_loss = graphs ? tr->graph_scalars : loss;
     CUDA_CHECK(cudaEventRecord(ev[0], ctx->stream));
     for (int i = 0; i < n; i++) {
@@ -448,7 +448,7 @@ int gpu_trainer_read_stats(GpuTrainer *tr, GpuStepStats *out) {
     // queued after all of their work.
     float values[2 * GPU_MAX_PENDING_STEPS];
     loss_readback_start(&tr->readback, tr->step_scalars, 2 * n, tr->ctx.stream);
-    loss_readback_finish(&tr->readback, values);
+    loss_readback_finish(&tr->readback, &tr->ctx, values);
     double ms = (now_ms() - tr->interval_start) / n;
     for (int i = 0; i < n; i++) {
         cudaEvent_t *ev = tr->step_events[i];

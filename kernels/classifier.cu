@@ -153,17 +153,15 @@ extern "C" void classifier_fused_v2(const GpuContext *ctx, float *losses, float 
 // (227 KB on the H100) less the kernel's static arrays (block_online's).
 // fp32's rows of 50304 (201 KB) fit, one block per SM: measured, still faster
 // than v2, whose second reads they push out of L2.
+// Asked of the context's device at each call (a few microseconds of the
+// host's): GPUs differ, and a program may hold several.
 static size_t classifier_v3_row_limit(const GpuContext *ctx) {
-    static size_t limit = 0;  // 0: not asked yet
-    if (limit == 0) {
-        int optin = 0;
-        CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin,
-                                          ctx->device));
-        cudaFuncAttributes attr;
-        CUDA_CHECK(cudaFuncGetAttributes(&attr, classifier_fused_kernel_v3));
-        limit = (size_t)optin - attr.sharedSizeBytes;
-    }
-    return limit;
+    int optin = 0;
+    CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin,
+                                      ctx->device));
+    cudaFuncAttributes attr;
+    CUDA_CHECK(cudaFuncGetAttributes(&attr, classifier_fused_kernel_v3));
+    return (size_t)optin - attr.sharedSizeBytes;
 }
 
 extern "C" void classifier_fused_v3(const GpuContext *ctx, float *losses, float *mean_loss,
@@ -178,12 +176,11 @@ extern "C" void classifier_fused_v3(const GpuContext *ctx, float *losses, float 
     }
     if (ld % VEC_X != 0)
         die("classifier_fused_v3: the logits' row stride %d is not a multiple of %d", ld, VEC_X);
-    static size_t allowed = 0;  // the largest dynamic shared memory allowed so far
-    if (bytes > allowed) {
-        CUDA_CHECK(cudaFuncSetAttribute(classifier_fused_kernel_v3,
-                                        cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
-        allowed = bytes;
-    }
+    // Allowed on the device current now, at every launch, as the flash
+    // kernels do (allow_shared_memory): a setting of the device, not of the
+    // process.
+    CUDA_CHECK(cudaFuncSetAttribute(classifier_fused_kernel_v3,
+                                    cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
     const float dloss = 1.0f / (float)(B * T);
     classifier_fused_kernel_v3<<<B * T, CLASSIFIER_THREADS, bytes, ctx->stream>>>(
         losses, logits, targets, V, ld, dloss);

@@ -6,6 +6,7 @@
 #include "gpu_context.h"
 #include "matmul_lt.h"
 #include "profiler.h"
+#include "util.h"
 
 extern "C" void gpu_fail_cuda(cudaError_t err, const char *call, const char *file, int line) {
     fprintf(stderr, "%s:%d: CUDA error %s (%s) in %s\n", file, line, cudaGetErrorName(err),
@@ -85,6 +86,10 @@ extern "C" void gpu_context_init(GpuContext *ctx, int device) {
     CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
     check_device_runs_build(device, major, minor);
     ctx->hopper = runs_hopper_kernels(major, minor);
+    ctx->rank = 0;
+    ctx->world_size = 1;
+    ctx->syncs = (GpuSyncCounts *)xcalloc(1, sizeof *ctx->syncs);
+    ctx->lt = matmul_lt_new();
     // A blocking stream (not cudaStreamNonBlocking): plain cudaMemcpy and
     // cudaMemset, which run on the legacy default stream, stay ordered with
     // our kernels. Chapter 08 brings streams that overlap on purpose.
@@ -104,9 +109,10 @@ extern "C" void gpu_context_init(GpuContext *ctx, int device) {
 }
 
 extern "C" void gpu_context_free(GpuContext *ctx) {
-    matmul_lt_release();  // chapter 04's cached GEMM plans
+    matmul_lt_free(ctx->lt);  // chapter 04's cached GEMM plans
     if (ctx->cublas) CUBLAS_CHECK(cublasDestroy(ctx->cublas));
     if (ctx->stream) CUDA_CHECK(cudaStreamDestroy(ctx->stream));
+    free(ctx->syncs);
     memset(ctx, 0, sizeof *ctx);
 }
 
@@ -120,13 +126,13 @@ extern "C" void gpu_check_launch(const GpuContext *ctx, const char *kernel_name)
                 cudaGetErrorString(err));
         exit(1);
     }
-    gpu_profile_mark(ctx->stream, kernel_name);
+    gpu_profile_mark(ctx, kernel_name);
     if (!ctx->sync_after_launch) return;
     // A fault while the kernel runs only shows up once we wait for it. Without
     // this wait it would surface at some later call, blaming the wrong kernel.
-    gpu_count_sync(GPU_SYNC_LAUNCH_CHECK);
+    gpu_count_sync(ctx, GPU_SYNC_LAUNCH_CHECK);
     err = cudaStreamSynchronize(ctx->stream);
-    gpu_profile_after_wait();
+    gpu_profile_after_wait(ctx);
     if (err != cudaSuccess) {
         fprintf(stderr, "%s: failed while running: %s (%s)\n", kernel_name, cudaGetErrorName(err),
                 cudaGetErrorString(err));
@@ -137,15 +143,11 @@ extern "C" void gpu_check_launch(const GpuContext *ctx, const char *kernel_name)
 
 // ---- synchronizations, counted ----------------------------------------------
 
-static unsigned long long sync_counts[GPU_SYNC_KINDS];
-
-extern "C" void gpu_count_sync(GpuSyncKind kind) { sync_counts[kind]++; }
-
-extern "C" GpuSyncCounts gpu_sync_counts(void) {
-    GpuSyncCounts c;
-    for (int k = 0; k < GPU_SYNC_KINDS; k++) c.count[k] = sync_counts[k];
-    return c;
+extern "C" void gpu_count_sync(const GpuContext *ctx, GpuSyncKind kind) {
+    ctx->syncs->count[kind]++;
 }
+
+extern "C" GpuSyncCounts gpu_sync_counts(const GpuContext *ctx) { return *ctx->syncs; }
 
 extern "C" unsigned long long gpu_sync_total(const GpuSyncCounts *c) {
     unsigned long long total = 0;
@@ -159,21 +161,22 @@ extern "C" const char *gpu_sync_kind_name(GpuSyncKind kind) {
     return (unsigned)kind < GPU_SYNC_KINDS ? names[kind] : "?";
 }
 
-extern "C" void gpu_memcpy_sync(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind) {
-    gpu_count_sync(GPU_SYNC_COPY);
+extern "C" void gpu_memcpy_sync(const GpuContext *ctx, void *dst, const void *src, size_t bytes,
+                                cudaMemcpyKind kind) {
+    gpu_count_sync(ctx, GPU_SYNC_COPY);
     CUDA_CHECK(cudaMemcpy(dst, src, bytes, kind));
-    gpu_profile_after_wait();
+    gpu_profile_after_wait(ctx);
 }
 
 extern "C" void gpu_memcpy_async(const GpuContext *ctx, void *dst, const void *src, size_t bytes,
                                  cudaMemcpyKind kind, const char *what) {
     CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, kind, ctx->stream));
-    gpu_profile_mark(ctx->stream, what);
+    gpu_profile_mark(ctx, what);
 }
 
 extern "C" void gpu_zero(const GpuContext *ctx, void *ptr, size_t bytes, const char *what) {
     CUDA_CHECK(cudaMemsetAsync(ptr, 0, bytes, ctx->stream));
-    gpu_profile_mark(ctx->stream, what);
+    gpu_profile_mark(ctx, what);
 }
 
 // Without sync_after_launch, a kernel that faults is reported at the next
@@ -187,23 +190,23 @@ static void fail_at_wait(cudaError_t err, const char *wait, const char *what) {
 }
 
 extern "C" void gpu_stream_sync(const GpuContext *ctx, const char *what) {
-    gpu_count_sync(GPU_SYNC_STREAM);
+    gpu_count_sync(ctx, GPU_SYNC_STREAM);
     cudaError_t err = cudaStreamSynchronize(ctx->stream);
-    gpu_profile_after_wait();
+    gpu_profile_after_wait(ctx);
     if (err != cudaSuccess) fail_at_wait(err, "cudaStreamSynchronize", what);
 }
 
-extern "C" void gpu_event_sync(cudaEvent_t event, const char *what) {
-    gpu_count_sync(GPU_SYNC_EVENT);
+extern "C" void gpu_event_sync(const GpuContext *ctx, cudaEvent_t event, const char *what) {
+    gpu_count_sync(ctx, GPU_SYNC_EVENT);
     cudaError_t err = cudaEventSynchronize(event);
-    gpu_profile_after_wait();
+    gpu_profile_after_wait(ctx);
     if (err != cudaSuccess) fail_at_wait(err, "cudaEventSynchronize", what);
 }
 
-extern "C" void gpu_device_sync(const char *what) {
-    gpu_count_sync(GPU_SYNC_DEVICE);
+extern "C" void gpu_device_sync(const GpuContext *ctx, const char *what) {
+    gpu_count_sync(ctx, GPU_SYNC_DEVICE);
     cudaError_t err = cudaDeviceSynchronize();
-    gpu_profile_after_wait();
+    gpu_profile_after_wait(ctx);
     if (err != cudaSuccess) fail_at_wait(err, "cudaDeviceSynchronize", what);
 }
 

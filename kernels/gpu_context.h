@@ -23,8 +23,31 @@
 extern "C" {
 #endif
 
+// ---- synchronizations, counted (below) -------------------------------------------
+typedef enum {
+    GPU_SYNC_LAUNCH_CHECK,
+    GPU_SYNC_COPY,
+    GPU_SYNC_STREAM,
+    GPU_SYNC_EVENT,
+    GPU_SYNC_DEVICE,
+    GPU_SYNC_KINDS
+} GpuSyncKind;
+
+typedef struct {
+    unsigned long long count[GPU_SYNC_KINDS];
+} GpuSyncCounts;
+
+struct MatmulLt;     // matmul_lt.cu's state: cuBLASLt's handle, workspace and plans
+struct GpuProfiler;  // profiler.h
+
+// ANCHOR: gpu_context
+// Everything a launch needs, for one GPU, and everything that lives as long
+// as the GPU is used: its stream, its library handles and caches, its
+// counters. Nothing of it is global to the process, so a program can hold one
+// context per GPU (chapter 15) or, as the tests do, several on one GPU.
 typedef struct {
     int device;            // the CUDA device this context runs on
+    int rank, world_size;  // this GPU's place among the run's GPUs: 0 and 1, one GPU
     int sm_count;          // its streaming multiprocessors, for reports
     // 1 where Hopper's own kernels run (wgmma, sm_90a code: chapter 05's
     // attention_forward_v3): a GPU of compute capability 9.0 (H100, H200), a
@@ -33,6 +56,12 @@ typedef struct {
     int hopper;
     cudaStream_t stream;   // every launcher and cuBLAS call runs on it
     cublasHandle_t cublas; // bound to `stream`
+    // The parts that change while the context is used, behind pointers, so
+    // that launchers, which take the context as const, can still count a
+    // wait, mark a profile or cache a GEMM plan in it.
+    struct MatmulLt *lt;          // chapter 04's cuBLASLt handle, workspace and plan cache
+    struct GpuProfiler *profiler; // the profiler that marks this context's launches, or NULL
+    GpuSyncCounts *syncs;         // the host's waits for this context, by kind
     // The two chapter switches that change how every launch is made rather
     // than which kernel runs; gpu_ops_select (common/gpu_ops.c) sets both.
     // Chapters 00-02 synchronize after every launch, so that an error is
@@ -48,13 +77,21 @@ typedef struct {
     // of taking the heuristic's first. Read when a shape's plan is made.
     int gemm_autotune;
 } GpuContext;
+// ANCHOR_END: gpu_context
 
-// Binds the context to `device`, creates its stream and cuBLAS handle, and
-// sets chapter 00's launch settings: sync_after_launch = 1, tensor_cores = 0,
-// gemm_autotune = 0. Exits, saying why, on a GPU older than compute
-// capability 8.0 or one this build has no code for (the Makefile's GPU_ARCH).
+// Binds the context to `device`, creates its stream, its cuBLAS handle, its
+// counters and (empty) GEMM plan cache, and sets chapter 00's launch
+// settings: sync_after_launch = 1, tensor_cores = 0, gemm_autotune = 0; rank
+// 0 of 1. Exits, saying why, on a GPU older than compute capability 8.0 or
+// one this build has no code for (the Makefile's GPU_ARCH).
 void gpu_context_init(GpuContext *ctx, int device);
+// Frees all of it (the GEMM plans, their workspace and padded copies too).
 void gpu_context_free(GpuContext *ctx);
+
+// The device a single-GPU program uses: the first one it can see (choose
+// another with CUDA_VISIBLE_DEVICES). A run on several GPUs takes each
+// rank's from its launcher instead (chapter 15).
+#define GPU_FIRST_DEVICE 0
 
 // The number of CUDA devices; 0, silently, where there is no device or no
 // driver (so that tests can skip themselves and programs can say why).
@@ -90,36 +127,25 @@ void gpu_memcpy_async(const GpuContext *ctx, void *dst, const void *src, size_t 
 // between device memory and PINNED host memory do not wait, and are not
 // counted. (A cudaMemcpyAsync to pageable host memory does wait, and one
 // from pageable memory may, while the driver stages the bytes: the trainer
-// makes none in a chapter 03 step.) The counts are per process.
-typedef enum {
-    GPU_SYNC_LAUNCH_CHECK,
-    GPU_SYNC_COPY,
-    GPU_SYNC_STREAM,
-    GPU_SYNC_EVENT,
-    GPU_SYNC_DEVICE,
-    GPU_SYNC_KINDS
-} GpuSyncKind;
-
-typedef struct {
-    unsigned long long count[GPU_SYNC_KINDS];
-} GpuSyncCounts;
+// makes none in a chapter 03 step.) The counts are the context's.
 
 // The one counter every wait below goes through.
-void gpu_count_sync(GpuSyncKind kind);
+void gpu_count_sync(const GpuContext *ctx, GpuSyncKind kind);
 // The counts so far, by kind, and their total; the name of a kind for reports.
-GpuSyncCounts gpu_sync_counts(void);
+GpuSyncCounts gpu_sync_counts(const GpuContext *ctx);
 unsigned long long gpu_sync_total(const GpuSyncCounts *c);
 const char *gpu_sync_kind_name(GpuSyncKind kind);
 
 // cudaMemcpy, checked and counted (GPU_SYNC_COPY).
-void gpu_memcpy_sync(void *dst, const void *src, size_t bytes, enum cudaMemcpyKind kind);
+void gpu_memcpy_sync(const GpuContext *ctx, void *dst, const void *src, size_t bytes,
+                     enum cudaMemcpyKind kind);
 // Waits for everything queued on ctx->stream (GPU_SYNC_STREAM), for an event
 // (GPU_SYNC_EVENT), for the whole device (GPU_SYNC_DEVICE). A wait is where
 // an error raised by any kernel queued before it shows up: `what` names what
 // was waited for in the message, which also says how to find the culprit.
 void gpu_stream_sync(const GpuContext *ctx, const char *what);
-void gpu_event_sync(cudaEvent_t event, const char *what);
-void gpu_device_sync(const char *what);
+void gpu_event_sync(const GpuContext *ctx, cudaEvent_t event, const char *what);
+void gpu_device_sync(const GpuContext *ctx, const char *what);
 
 // cudaMalloc that, on failure, says how many bytes were asked for, for what,
 // and how much the device had free; then exits.

@@ -45,18 +45,18 @@ typedef struct {
     cublasLtMatmulAlgo_t candidates[AUTOTUNE_CANDIDATES];
     int num_candidates;
     int tuned;
-    unsigned long long last_use;  // lt.uses when last called: the eviction's order
+    unsigned long long last_use;  // lt->uses when last called: the eviction's order
 } Plan;
 
 // A zero-padded copy of one weight shape, and room for its gradient. Made
-// once per shape and kept until matmul_lt_release: a captured CUDA graph
+// once per shape and kept until matmul_lt_free: a captured CUDA graph
 // holds these pointers, so they may never move.
 typedef struct {
     int OC, C;
     floatX *weight, *dweight;  // (OCp, C) each
 } PaddedWeight;
 
-static struct {
+struct MatmulLt {
     cublasLtHandle_t handle;
     void *workspace;
     PaddedWeight padded[MAX_PADDED_SHAPES];
@@ -65,7 +65,7 @@ static struct {
     int num_plans;
     unsigned long long uses;
     MatmulLtStats stats;
-} lt;
+};
 
 // The largest power of two (up to 256) that divides the address: what
 // cuBLASLt may assume about the pointer (its default assumption is 256).
@@ -124,7 +124,7 @@ static void destroy_plan(Plan *p) {
     CUBLAS_CHECK(cublasLtMatmulDescDestroy(p->desc));
 }
 
-static void make_plan(Plan *plan, const PlanKey *k) {
+static void make_plan(MatmulLt *lt, Plan *plan, const PlanKey *k) {
     memset(plan, 0, sizeof *plan);
     plan->key = *k;
     CUBLAS_CHECK(cublasLtMatmulDescCreate(&plan->desc, k->compute, CUDA_R_32F));
@@ -161,7 +161,7 @@ static void make_plan(Plan *plan, const PlanKey *k) {
     cublasLtMatmulHeuristicResult_t results[AUTOTUNE_CANDIDATES];
     int found = 0;
     const int wanted = k->autotune ? AUTOTUNE_CANDIDATES : 1;
-    CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(lt.handle, plan->desc, plan->a, plan->b, plan->c,
+    CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(lt->handle, plan->desc, plan->a, plan->b, plan->c,
                                                 plan->c, pref, wanted, results, &found));
     CUBLAS_CHECK(cublasLtMatmulPreferenceDestroy(pref));
     if (found == 0)
@@ -192,31 +192,31 @@ static PlanKey gemm_key(int m, int n, int k, int lda, int ldb, int ldc, int tran
 // The slot for a new plan: a free one, or the one used longest ago. Its
 // descriptors can go at once: a queued or captured matmul took what it
 // needed from them when it was launched.
-static Plan *free_plan_slot(void) {
-    if (lt.num_plans < MAX_PLANS) return &lt.plans[lt.num_plans++];
-    Plan *oldest = &lt.plans[0];
+static Plan *free_plan_slot(MatmulLt *lt) {
+    if (lt->num_plans < MAX_PLANS) return &lt->plans[lt->num_plans++];
+    Plan *oldest = &lt->plans[0];
     for (int i = 1; i < MAX_PLANS; i++)
-        if (lt.plans[i].last_use < oldest->last_use) oldest = &lt.plans[i];
+        if (lt->plans[i].last_use < oldest->last_use) oldest = &lt->plans[i];
     destroy_plan(oldest);
-    lt.stats.evictions++;
+    lt->stats.evictions++;
     return oldest;
 }
 
 // The cached plan for this key, made on first use.
-static Plan *plan_for(const PlanKey *k) {
-    if (!lt.handle) {
-        CUBLAS_CHECK(cublasLtCreate(&lt.handle));
-        lt.workspace = gpu_malloc(WORKSPACE_BYTES, "the cuBLASLt workspace");
+static Plan *plan_for(MatmulLt *lt, const PlanKey *k) {
+    if (!lt->handle) {
+        CUBLAS_CHECK(cublasLtCreate(&lt->handle));
+        lt->workspace = gpu_malloc(WORKSPACE_BYTES, "the cuBLASLt workspace");
     }
     Plan *plan = NULL;
-    for (int i = 0; i < lt.num_plans && !plan; i++)
-        if (memcmp(&lt.plans[i].key, k, sizeof *k) == 0) plan = &lt.plans[i];
+    for (int i = 0; i < lt->num_plans && !plan; i++)
+        if (memcmp(&lt->plans[i].key, k, sizeof *k) == 0) plan = &lt->plans[i];
     if (!plan) {
-        plan = free_plan_slot();
-        make_plan(plan, k);
-        lt.stats.plans_made++;
+        plan = free_plan_slot(lt);
+        make_plan(lt, plan, k);
+        lt->stats.plans_made++;
     }
-    plan->last_use = ++lt.uses;
+    plan->last_use = ++lt->uses;
     return plan;
 }
 
@@ -297,8 +297,8 @@ static unsigned long long hash_outputs(const GpuContext *ctx, const GemmOutputs 
 static void run_algo(const GpuContext *ctx, const Plan *plan, const cublasLtMatmulAlgo_t *algo,
                      const floatX *A, const floatX *B, float beta, floatX *D) {
     const float alpha = 1.0f;
-    CUBLAS_CHECK(cublasLtMatmul(lt.handle, plan->desc, &alpha, A, plan->a, B, plan->b, &beta, D,
-                                plan->c, D, plan->c, algo, lt.workspace, WORKSPACE_BYTES,
+    CUBLAS_CHECK(cublasLtMatmul(ctx->lt->handle, plan->desc, &alpha, A, plan->a, B, plan->b, &beta, D,
+                                plan->c, D, plan->c, algo, ctx->lt->workspace, WORKSPACE_BYTES,
                                 ctx->stream));
 }
 
@@ -349,7 +349,7 @@ static int keep_same_bits(const GpuContext *ctx, Plan *plan, const floatX *A, co
         const unsigned long long h = hash_outputs(ctx, outs, d_hash);
         if (i == 0) first = h;
         if (h == first) plan->candidates[kept++] = plan->candidates[i];
-        else lt.stats.candidates_rejected++;
+        else ctx->lt->stats.candidates_rejected++;
     }
     gpu_free(d_hash);
     return kept;
@@ -380,7 +380,7 @@ static void autotune(const GpuContext *ctx, Plan *plan, const floatX *A, const f
         if (ms < best) best = ms, plan->algo = plan->candidates[i];
     }
     gpu_free(flush);
-    lt.stats.plans_tuned++;
+    ctx->lt->stats.plans_tuned++;
     if (saved) {
         gpu_memcpy_async(ctx, D, saved, outs.bytes[0], cudaMemcpyDeviceToDevice,
                          "copy (a GEMM's output put back after its trials)");
@@ -392,9 +392,9 @@ static void autotune(const GpuContext *ctx, Plan *plan, const floatX *A, const f
 
 extern "C" size_t matmul_lt_workspace_bytes(void) { return WORKSPACE_BYTES; }
 
-extern "C" MatmulLtStats matmul_lt_stats(void) {
-    MatmulLtStats s = lt.stats;
-    s.plans_cached = lt.num_plans;
+extern "C" MatmulLtStats matmul_lt_stats(const GpuContext *ctx) {
+    MatmulLtStats s = ctx->lt->stats;
+    s.plans_cached = ctx->lt->num_plans;
     return s;
 }
 
@@ -405,13 +405,13 @@ static void lt_gemm(const GpuContext *ctx, PlanKey key, const floatX *A, const f
     key.align_a = alignment_of(A), key.align_b = alignment_of(B), key.align_c = alignment_of(D);
     key.compute = gpu_gemm_compute_type(ctx);
     key.autotune = ctx->gemm_autotune;
-    Plan *plan = plan_for(&key);
+    Plan *plan = plan_for(ctx->lt, &key);
     if (bias) set_desc(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias);
     if (aux) set_desc(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof aux);
     if (key.autotune && !plan->tuned) autotune(ctx, plan, A, B, beta, D, bias, aux);
     const float alpha = 1.0f;
-    CUBLAS_CHECK(cublasLtMatmul(lt.handle, plan->desc, &alpha, A, plan->a, B, plan->b, &beta, D,
-                                plan->c, D, plan->c, &plan->algo, lt.workspace, WORKSPACE_BYTES,
+    CUBLAS_CHECK(cublasLtMatmul(ctx->lt->handle, plan->desc, &alpha, A, plan->a, B, plan->b, &beta, D,
+                                plan->c, D, plan->c, &plan->algo, ctx->lt->workspace, WORKSPACE_BYTES,
                                 ctx->stream));
     char name[160];  // the shape too: each GEMM's own line in a profile
     snprintf(name, sizeof name, "%s %dx%dx%d", what, key.m, key.n, key.k);
@@ -437,13 +437,13 @@ extern "C" size_t matmul_lt_padded_weight_bytes(int OC, int C) {
 
 // The buffers of the shape (OC, C), made on its first use and kept (see
 // PaddedWeight): the padding rows of neither are ever written but here.
-static PaddedWeight *padded_buffers(int OC, int C) {
-    for (int i = 0; i < lt.num_padded; i++)
-        if (lt.padded[i].OC == OC && lt.padded[i].C == C) return &lt.padded[i];
-    if (lt.num_padded == MAX_PADDED_SHAPES)
+static PaddedWeight *padded_buffers(MatmulLt *lt, int OC, int C) {
+    for (int i = 0; i < lt->num_padded; i++)
+        if (lt->padded[i].OC == OC && lt->padded[i].C == C) return &lt->padded[i];
+    if (lt->num_padded == MAX_PADDED_SHAPES)
         die("matmul_v2: more than %d weight shapes need padding to a multiple of %d",
             MAX_PADDED_SHAPES, PAD_TO);
-    PaddedWeight *p = &lt.padded[lt.num_padded++];
+    PaddedWeight *p = &lt->padded[lt->num_padded++];
     const size_t bytes = (size_t)padded_width(OC) * C * sizeof(floatX);
     p->OC = OC, p->C = C;
     p->weight = (floatX *)gpu_malloc(bytes, "a padded GEMM weight");
@@ -454,7 +454,7 @@ static PaddedWeight *padded_buffers(int OC, int C) {
 // The weight (OC, C) copied into the first OC rows of its shape's (OCp, C)
 // buffer, whose other rows are zero.
 static PaddedWeight *pad_weight(const GpuContext *ctx, const floatX *weight, int OC, int C) {
-    PaddedWeight *p = padded_buffers(OC, C);
+    PaddedWeight *p = padded_buffers(ctx->lt, OC, C);
     const size_t real = (size_t)OC * C * sizeof(floatX);
     const size_t all = (size_t)padded_width(OC) * C * sizeof(floatX);
     gpu_memcpy_async(ctx, p->weight, weight, real, cudaMemcpyDeviceToDevice,
@@ -562,11 +562,14 @@ extern "C" void matmul_backward_v2(const GpuContext *ctx, floatX *dinp, floatX *
 }
 // ANCHOR_END: matmul_backward_v2
 
-extern "C" void matmul_lt_release(void) {
-    for (int i = 0; i < lt.num_plans; i++) destroy_plan(&lt.plans[i]);
-    if (lt.handle) CUBLAS_CHECK(cublasLtDestroy(lt.handle));
-    gpu_free(lt.workspace);
-    for (int i = 0; i < lt.num_padded; i++)
-        gpu_free(lt.padded[i].weight), gpu_free(lt.padded[i].dweight);
-    memset(&lt, 0, sizeof lt);
+extern "C" MatmulLt *matmul_lt_new(void) { return (MatmulLt *)xcalloc(1, sizeof(MatmulLt)); }
+
+extern "C" void matmul_lt_free(MatmulLt *lt) {
+    if (!lt) return;
+    for (int i = 0; i < lt->num_plans; i++) destroy_plan(&lt->plans[i]);
+    if (lt->handle) CUBLAS_CHECK(cublasLtDestroy(lt->handle));
+    gpu_free(lt->workspace);
+    for (int i = 0; i < lt->num_padded; i++)
+        gpu_free(lt->padded[i].weight), gpu_free(lt->padded[i].dweight);
+    free(lt);
 }

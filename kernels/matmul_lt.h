@@ -26,8 +26,9 @@
 // handful of shapes thousands of times). The cache holds 128 plans; a new
 // shape beyond them evicts the plan used longest ago. The workspace is 32
 // MiB, allocated once; so is each padded weight's copy (below), per shape,
-// kept until matmul_lt_release so that a captured CUDA graph's pointers
-// stay valid.
+// kept until the context is freed so that a captured CUDA graph's pointers
+// stay valid. All of it is the context's (GpuContext.lt): two contexts share
+// no plan.
 //
 // Chapter 11 (ctx->gemm_autotune): the algorithm is instead the fastest of the
 // heuristic's first eight whose attributes say they add each output's
@@ -71,9 +72,12 @@ void matmul_backward_v2(const GpuContext *ctx, floatX *dinp, floatX *dweight, fl
                         const floatX *weight, const floatX *pre_gelu, int B, int T, int C, int OC,
                         int ld);
 
-// Frees the cached descriptors, the handle, the workspace and the padded
-// weights (at exit; the next call builds them again).
-void matmul_lt_release(void);
+// A context's cuBLASLt state (GpuContext.lt), empty: the handle, the
+// workspace and the plans are made by the first GEMM that needs them. Freed,
+// with all of it, by matmul_lt_free (gpu_context_free calls both).
+typedef struct MatmulLt MatmulLt;
+MatmulLt *matmul_lt_new(void);
+void matmul_lt_free(MatmulLt *lt);
 
 // Device bytes held beside the model: the workspace, and for a weight of
 // (OC, C) whose OC is not a multiple of 8, each of its two padded copies
@@ -81,7 +85,7 @@ void matmul_lt_release(void);
 size_t matmul_lt_workspace_bytes(void);
 size_t matmul_lt_padded_weight_bytes(int OC, int C);
 
-// What the cache has done since the last release: for tests and reports.
+// What the context's cache has done since it was made: for tests and reports.
 typedef struct {
     int plans_cached;                 // plans held now (at most 128)
     long long plans_made;             // made in all, evicted ones too
@@ -89,7 +93,7 @@ typedef struct {
     long long plans_tuned;            // shapes whose first call timed candidates
     long long candidates_rejected;    // candidates dropped for different bits
 } MatmulLtStats;
-MatmulLtStats matmul_lt_stats(void);
+MatmulLtStats matmul_lt_stats(const GpuContext *ctx);
 
 #ifdef __cplusplus
 }

@@ -20,12 +20,10 @@ struct GpuProfiler {
     int max_marks, num_marks, dropped;
     char *names[PROFILER_MAX_NAMES];
     int num_names;
-    cudaStream_t stream;  // the stream of the first mark and of the marks after waits
+    GpuContext *ctx;  // the context it marks while it runs (NULL when stopped)
+    const GpuContext *marked;  // the context it last marked, whose events it reads
     int steps;
 };
-
-// The one profiler that runs, if any (one per process, as the sync counters).
-static GpuProfiler *running;
 
 extern "C" GpuProfiler *gpu_profiler_new(int max_marks) {
     GpuProfiler *p = (GpuProfiler *)xcalloc(1, sizeof *p);
@@ -37,7 +35,7 @@ extern "C" GpuProfiler *gpu_profiler_new(int max_marks) {
 
 extern "C" void gpu_profiler_free(GpuProfiler *p) {
     if (!p) return;
-    if (running == p) running = NULL;
+    if (p->ctx) p->ctx->profiler = NULL;
     for (int i = 0; i < p->max_marks; i++) CUDA_CHECK(cudaEventDestroy(p->marks[i].event));
     for (int i = 0; i < p->num_names; i++) free(p->names[i]);
     free(p->marks);
@@ -66,27 +64,29 @@ static void record(GpuProfiler *p, cudaStream_t stream, const char *name) {
     CUDA_CHECK(cudaEventRecord(m->event, stream));
 }
 
-extern "C" void gpu_profiler_start(GpuProfiler *p, cudaStream_t stream) {
+extern "C" void gpu_profiler_start(GpuProfiler *p, GpuContext *ctx) {
     p->num_marks = p->dropped = 0;
-    p->stream = stream;
     p->steps = 0;
-    running = p;
-    record(p, stream, "(start)");
+    p->ctx = ctx;
+    p->marked = ctx;
+    ctx->profiler = p;
+    record(p, ctx->stream, "(start)");
 }
 
 extern "C" void gpu_profiler_stop(GpuProfiler *p, int steps) {
-    if (running == p) running = NULL;
+    if (p->ctx) p->ctx->profiler = NULL;
+    p->ctx = NULL;
     p->steps = steps;
 }
 
-extern "C" int gpu_profiling(void) { return running != NULL; }
+extern "C" int gpu_profiling(const GpuContext *ctx) { return ctx->profiler != NULL; }
 
-extern "C" void gpu_profile_mark(cudaStream_t stream, const char *name) {
-    if (running) record(running, stream, name);
+extern "C" void gpu_profile_mark(const GpuContext *ctx, const char *name) {
+    if (ctx->profiler) record(ctx->profiler, ctx->stream, name);
 }
 
-extern "C" void gpu_profile_after_wait(void) {
-    if (running) record(running, running->stream, IDLE_NAME);
+extern "C" void gpu_profile_after_wait(const GpuContext *ctx) {
+    if (ctx->profiler) record(ctx->profiler, ctx->stream, IDLE_NAME);
 }
 
 static int by_time_desc(const void *a, const void *b) {
@@ -98,7 +98,7 @@ extern "C" int gpu_profiler_results(GpuProfiler *p, GpuProfileRow *rows, int cap
                                     double *total_ms) {
     *total_ms = 0;
     if (p->num_marks < 2 || p->steps <= 0) return 0;
-    gpu_event_sync(p->marks[p->num_marks - 1].event, "the profiler's last mark");
+    gpu_event_sync(p->marked, p->marks[p->num_marks - 1].event, "the profiler's last mark");
     double ms_of[PROFILER_MAX_NAMES] = {0}, calls_of[PROFILER_MAX_NAMES] = {0};
     for (int i = 1; i < p->num_marks; i++) {
         float ms;

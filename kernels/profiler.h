@@ -30,6 +30,8 @@
 
 #include <cuda_runtime.h>
 
+#include "gpu_context.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -48,9 +50,10 @@ typedef struct {
 GpuProfiler *gpu_profiler_new(int max_marks);
 void gpu_profiler_free(GpuProfiler *p);
 
-// Starts marking: the first mark goes on `stream` now. One profiler runs at
-// a time in a process; marks past max_marks are dropped (and counted).
-void gpu_profiler_start(GpuProfiler *p, cudaStream_t stream);
+// Starts marking the launches and waits of ctx (ctx->profiler): the first
+// mark goes on its stream now. One profiler marks a context at a time; marks
+// past max_marks are dropped (and counted).
+void gpu_profiler_start(GpuProfiler *p, GpuContext *ctx);
 // Stops marking; `steps` is how many training steps the marks covered, to
 // report per-step numbers.
 void gpu_profiler_stop(GpuProfiler *p, int steps);
@@ -64,11 +67,11 @@ int gpu_profiler_results(GpuProfiler *p, GpuProfileRow *rows, int cap, double *t
 // csv_path cannot be written (err says why).
 int gpu_profiler_report(GpuProfiler *p, FILE *out, const char *csv_path, char *err);
 
-// The marks, called from gpu_context.cu: after a launch (a no-op unless a
-// profiler runs), and after a host wait.
-void gpu_profile_mark(cudaStream_t stream, const char *name);
-void gpu_profile_after_wait(void);
-int gpu_profiling(void);  // 1 while a profiler runs
+// The marks, called from gpu_context.cu: after a launch on ctx (a no-op
+// unless a profiler marks ctx), and after a host wait.
+void gpu_profile_mark(const GpuContext *ctx, const char *name);
+void gpu_profile_after_wait(const GpuContext *ctx);
+int gpu_profiling(const GpuContext *ctx);  // 1 while a profiler marks ctx
 
 #ifdef __cplusplus
 }

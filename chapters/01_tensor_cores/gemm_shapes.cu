@@ -249,7 +249,7 @@ int main(int argc, char **argv) {
     }
 
     GpuContext ctx;
-    gpu_context_init(&ctx, 0);
+    gpu_context_init(&ctx, GPU_FIRST_DEVICE);
     ctx.sync_after_launch = 0;  // the events time the GEMMs alone
     cudaDeviceProp prop;
     CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));

@@ -170,7 +170,7 @@ int main(int argc, char **argv) {
         return 1;
     }
     GpuContext ctx;
-    gpu_context_init(&ctx, 0);
+    gpu_context_init(&ctx, GPU_FIRST_DEVICE);
     ctx.tensor_cores = 1;  // chapter 01: CUBLAS_COMPUTE_32F_FAST_TF32
     cudaDeviceProp prop;
     CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));

@@ -107,7 +107,7 @@ static double time_pass(GpuContext *ctx, Run *r, void (*pass)(const GpuContext *
         CUDA_CHECK(cudaEventRecord(start, ctx->stream));
         CUDA_CHECK(cudaGraphLaunch(exec, ctx->stream));
         CUDA_CHECK(cudaEventRecord(end, ctx->stream));
-        gpu_event_sync(end, "a timed graph of attention passes");
+        gpu_event_sync(ctx, end, "a timed graph of attention passes");
         if (i >= WARMUP) CUDA_CHECK(cudaEventElapsedTime(&ms[i - WARMUP], start, end));
     }
     qsort(ms, REPEATS, sizeof ms[0], compare_floats);
@@ -133,7 +133,7 @@ int main(int argc, char **argv) {
         die("attention_sweep: --batch, --min-seq and --max-seq must be positive");
     if (gpu_device_count() == 0) die("attention_sweep: no CUDA device");
     GpuContext ctx;
-    gpu_context_init(&ctx, 0);
+    gpu_context_init(&ctx, GPU_FIRST_DEVICE);
     FILE *csv = NULL;
     if (csv_path) {
         csv = fopen(csv_path, "w");

@@ -42,7 +42,7 @@ static int gt_num_device_buffers;
 
 static inline void gpu_test_init(void) {
     if (gpu_device_count() == 0) cr_skip_test("no CUDA device");
-    gpu_context_init(&gt_ctx, 0);
+    gpu_context_init(&gt_ctx, GPU_FIRST_DEVICE);
 }
 
 // Frees every device buffer the test has allocated so far (gpu_test_fini

@@ -52,7 +52,7 @@ static inline void sp_run(SpRun *r, const TrainOptions *o, Optimizations optim, 
     GpuTrainer tr;
     char err[ERR_LEN];
     cr_assert(gpu_trainer_init(&tr, o, &optim, err) == 0, "%s", err);
-    GpuSyncCounts before = gpu_sync_counts();
+    GpuSyncCounts before = gpu_sync_counts(&tr.ctx);
     int got = 0;
     for (int i = 0; i < steps; i++) {
         GpuStepStats s, batch[GPU_MAX_PENDING_STEPS];
@@ -79,7 +79,7 @@ static inline void sp_run(SpRun *r, const TrainOptions *o, Optimizations optim, 
         cr_assert_eq(gpu_trainer_pending(&tr), 0);
     }
     cr_assert_eq(got, steps, "gpu_trainer_read_stats returned %d steps of %d", got, steps);
-    GpuSyncCounts after = gpu_sync_counts();
+    GpuSyncCounts after = gpu_sync_counts(&tr.ctx);
     for (int k = 0; k < GPU_SYNC_KINDS; k++) r->syncs.count[k] = after.count[k] - before.count[k];
     r->n = tr.model.num_params;
     r->params = xmalloc(r->n * sizeof(float));
@@ -87,7 +87,7 @@ static inline void sp_run(SpRun *r, const TrainOptions *o, Optimizations optim, 
     r->m = xmalloc(r->n * sizeof(float));
     r->v = xmalloc(r->n * sizeof(float));
     gpt2_gpu_get_params(&tr.model, r->params);
-    gpt2_gpu_download_floatx(tr.model.params, r->weights, r->n);
+    gpt2_gpu_download_floatx(&tr.model, tr.model.params, r->weights, r->n);
     gpt2_gpu_get_moments(&tr.model, r->m, r->v);
     gpu_trainer_free(&tr);
 }

@@ -43,7 +43,7 @@ Test(exercise_loss_readback, returns_the_device_values) {
         for (int i = 0; i < CAP; i++) out[i] = -1.0f;
         loss_readback_start(&r, d_x + offsets[k], counts[k], gt_ctx.stream);
         cr_assert_eq(r.count, counts[k]);
-        cr_assert_eq(loss_readback_finish(&r, out), counts[k]);
+        cr_assert_eq(loss_readback_finish(&r, &gt_ctx, out), counts[k]);
         gt_assert_identical("values read back", out, x + offsets[k], (size_t)counts[k]);
     }
     loss_readback_free(&r);
@@ -70,10 +70,10 @@ Test(exercise_loss_readback, start_does_not_wait_and_finish_does) {
     gt_ctx.sync_after_launch = 0;  // as in chapter 03: the host queues, and goes on
     keep_device_busy();
     dlosses_fill_v1(&gt_ctx, d_x, 1, N);
-    GpuSyncCounts before = gpu_sync_counts();
+    GpuSyncCounts before = gpu_sync_counts(&gt_ctx);
     loss_readback_start(&r, d_x, N, gt_ctx.stream);
     cudaError_t state = cudaEventQuery(r.copied);
-    GpuSyncCounts started = gpu_sync_counts();
+    GpuSyncCounts started = gpu_sync_counts(&gt_ctx);
     cr_assert(gpu_sync_total(&started) == gpu_sync_total(&before),
               "loss_readback_start waited for the device: it only queues a copy and an event");
     cr_assert(state == cudaErrorNotReady,
@@ -81,8 +81,8 @@ Test(exercise_loss_readback, start_does_not_wait_and_finish_does) {
               "waited for the device, or did not record r->copied after the copy; "
               "cudaMemcpyAsync into pinned memory and cudaEventRecord never wait",
               cudaGetErrorName(state));
-    cr_assert_eq(loss_readback_finish(&r, out), N);
-    GpuSyncCounts finished = gpu_sync_counts();
+    cr_assert_eq(loss_readback_finish(&r, &gt_ctx, out), N);
+    GpuSyncCounts finished = gpu_sync_counts(&gt_ctx);
     cr_assert_eq(finished.count[GPU_SYNC_EVENT] - started.count[GPU_SYNC_EVENT], 1,
                  "loss_readback_finish must wait for r->copied through gpu_event_sync, once");
     cr_assert_eq(gpu_sync_total(&finished) - gpu_sync_total(&started), 1,
@@ -105,7 +105,7 @@ Test(exercise_loss_readback, reads_what_the_stream_wrote_before_it) {
         dlosses_fill_v1(&gt_ctx, d_x, k + 1, N);
         const float expect = 1.0f / (float)((k + 1) * N);
         loss_readback_start(&r, d_x, N, gt_ctx.stream);
-        cr_assert_eq(loss_readback_finish(&r, out), N);
+        cr_assert_eq(loss_readback_finish(&r, &gt_ctx, out), N);
         for (int i = 0; i < N; i++)
             cr_assert(out[i] == expect, "round %d, value %d: %g, not %g", k, i, (double)out[i],
                       (double)expect);

@@ -1,6 +1,9 @@
 // test_gpu_context.c: the context's starting state, the one switch that
-// chapter 01 flips, and the synchronization counter of chapter 03.
+// chapter 01 flips, the synchronization counter of chapter 03, and that two
+// contexts share nothing.
 #include "gpu_test.h"
+#include "matmul_lt.h"
+#include "profiler.h"
 #include "softmax_crossentropy.h"
 
 TestSuite(gpu_context, .init = gpu_test_init, .fini = gpu_test_fini);
@@ -29,8 +32,8 @@ Test(gpu_context, counts_each_synchronization_by_kind) {
     // Pinned: a cudaMemcpyAsync into pageable memory would wait for the copy.
     CUDA_CHECK(cudaMallocHost((void **)&host, n * sizeof(float)));
     for (size_t i = 0; i < n; i++) host[i] = 1.0f;
-    GpuSyncCounts before = gpu_sync_counts();
-    gpu_memcpy_sync(d, host, n * sizeof(float), cudaMemcpyHostToDevice);  // copy
+    GpuSyncCounts before = gpu_sync_counts(&gt_ctx);
+    gpu_memcpy_sync(&gt_ctx, d, host, n * sizeof(float), cudaMemcpyHostToDevice);      // copy
     dlosses_fill_v1(&gt_ctx, d, 1, 500);                                    // launch check
     gt_ctx.sync_after_launch = 0;
     dlosses_fill_v1(&gt_ctx, d + 500, 1, 500);                              // no wait
@@ -39,11 +42,11 @@ Test(gpu_context, counts_each_synchronization_by_kind) {
     cudaEvent_t ev;
     CUDA_CHECK(cudaEventCreate(&ev));
     CUDA_CHECK(cudaEventRecord(ev, gt_ctx.stream));
-    gpu_event_sync(ev, "the test's event");                                 // event
+    gpu_event_sync(&gt_ctx, ev, "the test's event");                        // event
     gpu_stream_sync(&gt_ctx, "the test's stream");                          // stream
-    gpu_device_sync("the test's device");                                   // device
+    gpu_device_sync(&gt_ctx, "the test's device");                          // device
     CUDA_CHECK(cudaEventDestroy(ev));
-    GpuSyncCounts after = gpu_sync_counts();
+    GpuSyncCounts after = gpu_sync_counts(&gt_ctx);
     const unsigned long long want[GPU_SYNC_KINDS] = {
         [GPU_SYNC_LAUNCH_CHECK] = 1, [GPU_SYNC_COPY] = 1, [GPU_SYNC_STREAM] = 1,
         [GPU_SYNC_EVENT] = 1, [GPU_SYNC_DEVICE] = 1};
@@ -56,4 +59,36 @@ Test(gpu_context, counts_each_synchronization_by_kind) {
     for (size_t i = 0; i < n; i++)
         cr_assert(host[i] == 1.0f / 500, "value %zu: %g", i, (double)host[i]);
     CUDA_CHECK(cudaFreeHost(host));
+}
+
+// Everything that lives as long as a context, its counters, its GEMM plans
+// and the profiler that marks it, is its own: a second context on the same
+// GPU (as a second GPU's would be) sees none of the first's.
+Test(gpu_context, two_contexts_share_no_state) {
+    GpuContext other;
+    gpu_context_init(&other, GPU_FIRST_DEVICE);
+    cr_assert_eq(other.rank, 0);
+    cr_assert_eq(other.world_size, 1);
+    enum { B = 2, T = 8, C = 64, OC = 128 };
+    floatX *inp = gt_device_alloc(B * T * C * sizeof(floatX), "inp");
+    floatX *w = gt_device_alloc(OC * C * sizeof(floatX), "w");
+    floatX *out = gt_device_alloc(B * T * OC * sizeof(floatX), "out");
+    GpuProfiler *p = gpu_profiler_new(64);
+    gpu_profiler_start(p, &gt_ctx);
+    const GpuSyncCounts before = gpu_sync_counts(&other);
+    matmul_forward_v2(&gt_ctx, out, NULL, inp, w, NULL, B, T, C, OC, OC);
+    gpu_stream_sync(&gt_ctx, "the first context's GEMM");
+    cr_assert_eq(gpu_profiling(&gt_ctx), 1);
+    cr_assert_eq(gpu_profiling(&other), 0, "a profiler marks the context it was started on");
+    cr_assert_eq(matmul_lt_stats(&gt_ctx).plans_cached, 1);
+    cr_assert_eq(matmul_lt_stats(&other).plans_cached, 0, "the plan went to the other context");
+    const GpuSyncCounts after = gpu_sync_counts(&other);
+    cr_assert_eq(gpu_sync_total(&after), gpu_sync_total(&before),
+                 "the first context's waits were counted in the second's");
+    matmul_forward_v2(&other, out, NULL, inp, w, NULL, B, T, C, OC, OC);
+    gpu_stream_sync(&other, "the second context's GEMM");
+    cr_assert_eq(matmul_lt_stats(&other).plans_cached, 1);
+    gpu_profiler_stop(p, 1);
+    gpu_profiler_free(p);
+    gpu_context_free(&other);
 }

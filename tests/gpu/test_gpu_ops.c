@@ -80,7 +80,7 @@ Test(gpu_ops, profile_names_every_kernel_and_the_waits) {
     float *d = gt_device_alloc(1 << 20, "values");
     gt_ctx.sync_after_launch = 0;
     GpuProfiler *p = gpu_profiler_new(64);
-    gpu_profiler_start(p, gt_ctx.stream);
+    gpu_profiler_start(p, &gt_ctx);
     dlosses_fill_v1(&gt_ctx, d, 512, 512);
     dlosses_fill_v1(&gt_ctx, d, 512, 512);
     gpu_stream_sync(&gt_ctx, "the test's stream");
@@ -104,6 +104,6 @@ Test(gpu_ops, profile_names_every_kernel_and_the_waits) {
     cr_assert(fabs(sum - total) <= 1e-9 + 1e-6 * total);
     gpu_profiler_free(p);
     // Stopped: marks are no longer recorded (nothing to crash on).
-    cr_assert_eq(gpu_profiling(), 0);
+    cr_assert_eq(gpu_profiling(&gt_ctx), 0);
     dlosses_fill_v1(&gt_ctx, d, 512, 512);
 }

@@ -146,11 +146,11 @@ Test(kernels_matmul_lt, a_full_cache_evicts_and_stays_right) {
         check_forward((Case){1, t, 72, 216, 216, 1, 0}, 100 + t);
         gt_device_free_all();
     }
-    MatmulLtStats st = matmul_lt_stats();
+    MatmulLtStats st = matmul_lt_stats(&gt_ctx);
     cr_assert_eq(st.plans_cached, 128, "plans held: %d", st.plans_cached);
     cr_assert_eq(st.evictions, SHAPES - 128, "evictions: %lld", st.evictions);
     check_forward((Case){1, 1, 72, 216, 216, 1, 0}, 1000);  // evicted first, made again
-    cr_assert_eq(matmul_lt_stats().evictions, SHAPES - 127);
+    cr_assert_eq(matmul_lt_stats(&gt_ctx).evictions, SHAPES - 127);
 }
 
 // A padded weight's copy keeps its place once made: a CUDA graph captured
@@ -231,7 +231,7 @@ Test(kernels_matmul_lt, autotuned_plans_compute_the_same_bits) {
     float *plain[5], *tuned[5];
     run_mlp_gemms(0, 42, plain);
     run_mlp_gemms(1, 42, tuned);
-    cr_assert(matmul_lt_stats().plans_tuned > 0, "no shape had candidates to time");
+    cr_assert(matmul_lt_stats(&gt_ctx).plans_tuned > 0, "no shape had candidates to time");
     assert_mlp_identical(tuned, plain, "the operands they were tuned on");
     run_mlp_gemms(0, 43, plain);
     run_mlp_gemms(1, 43, tuned);

@@ -268,7 +268,7 @@ static void assert_gradients_agree(const float *got, const size_t got_sizes[NUM_
 static void assert_params_are_rounded_master(const GPT2Gpu *gpu, const char *when) {
     size_t n = gpu->num_params;
     float *params = xmalloc(n * sizeof(float)), *master = xmalloc(n * sizeof(float));
-    gpt2_gpu_download_floatx(gpu->params, params, n);
+    gpt2_gpu_download_floatx(gpu, gpu->params, params, n);
     gpt2_gpu_download(gpu, gpu->master, master);
     for (size_t i = 0; i < n; i++) master[i] = round_to_floatx(master[i]);
     char what[96];
@@ -326,7 +326,7 @@ static void compare_forward_backward_bf16(const GPT2Config *cfg, int chapter) {
     gt_compare("logits (bf16)", logits, cpu.acts.logits, nlogits, TOL_GPU_MODEL_BF16);
     gt_compare("loss (bf16)", &loss, &cpu.mean_loss, 1, TOL_GPU_LOSS_BF16);
     float *grads = xmalloc(gpu.num_params * sizeof(float));
-    gpt2_gpu_download_floatx(gpu.grads, grads, gpu.num_params);
+    gpt2_gpu_download_floatx(&gpu, gpu.grads, grads, gpu.num_params);
     assert_gradients_agree(grads, gpu.param_sizes, cpu.grads, cpu.param_sizes, "bf16 vs CPU");
     free(logits);
     free(grads);
@@ -385,8 +385,8 @@ static void check_chapter_matches_previous(int chapter, const GPT2Config *cfg) {
     snprintf(what, sizeof what, "loss: chapter %02d vs %02d", chapter, chapter - 1);
     gt_compare(what, &loss_after, &loss_before, 1, TOL_GPU_LOSS_BF16);
     float *g0 = xmalloc(n * sizeof(float)), *g1 = xmalloc(n * sizeof(float));
-    gpt2_gpu_download_floatx(before.grads, g0, n);
-    gpt2_gpu_download_floatx(after.grads, g1, n);
+    gpt2_gpu_download_floatx(&before, before.grads, g0, n);
+    gpt2_gpu_download_floatx(&after, after.grads, g1, n);
     snprintf(what, sizeof what, "chapter %02d vs %02d", chapter, chapter - 1);
     assert_gradients_agree(g1, after.param_sizes, g0, before.param_sizes, what);
     // Five steps each, from the same weights (the first step's gradients above
@@ -496,8 +496,8 @@ Test(model, padded_matches_chapter_05) {
     float l5 = gpu_forward_backward(&g5, x, y), l6 = gpu_forward_backward(&g6, x, y);
     gt_compare("loss: chapter 06 vs 05", &l6, &l5, 1, TOL_GPU_LOSS_BF16);
     float *gr5 = xmalloc(g5.num_params * sizeof(float)), *gr6 = xmalloc(g6.num_params * sizeof(float));
-    gpt2_gpu_download_floatx(g5.grads, gr5, g5.num_params);
-    gpt2_gpu_download_floatx(g6.grads, gr6, g6.num_params);
+    gpt2_gpu_download_floatx(&g5, g5.grads, gr5, g5.num_params);
+    gpt2_gpu_download_floatx(&g6, g6.grads, gr6, g6.num_params);
     assert_gradients_agree(gr6, g6.param_sizes, gr5, g5.param_sizes, "chapter 06 vs 05");
     AdamWConfig adamw = adamw_default_config();
     adamw.eps = 1e-6f;
@@ -543,7 +543,7 @@ Test(model, padded_rows_stay_zero) {
         } buffers[] = {{"weights (bf16)", 1, g.params}, {"gradients", 1, g.grads},
                        {"master weights", 0, g.master}, {"AdamW m", 0, g.m}, {"AdamW v", 0, g.v}};
         for (size_t k = 0; k < sizeof buffers / sizeof buffers[0]; k++) {
-            if (buffers[k].is_floatx) gpt2_gpu_download_floatx(buffers[k].device, host, n);
+            if (buffers[k].is_floatx) gpt2_gpu_download_floatx(&g, buffers[k].device, host, n);
             else gpt2_gpu_download(&g, buffers[k].device, host);
             for (int t = PARAM_WTE; t <= PARAM_LM_HEAD; t += PARAM_LM_HEAD - PARAM_WTE) {
                 const float *rows = tensor_of(&g, host, t);
@@ -595,8 +595,8 @@ Test(model, tied_gradient_is_the_sum_of_both_uses) {
     gt_compare("loss: tied vs its untied copy", &l7, &l6, 1, TOL_GPU_LOSS_BF16);
     float *gr6 = xmalloc(g6.num_params * sizeof(float)), *gr7 = xmalloc(g7.num_params * sizeof(float));
     float *summed = xmalloc(g7.num_params * sizeof(float));
-    gpt2_gpu_download_floatx(g6.grads, gr6, g6.num_params);
-    gpt2_gpu_download_floatx(g7.grads, gr7, g7.num_params);
+    gpt2_gpu_download_floatx(&g6, g6.grads, gr6, g6.num_params);
+    gpt2_gpu_download_floatx(&g7, g7.grads, gr7, g7.num_params);
     gpt2_grads_tie(&c7, gr6, summed);
     assert_gradients_agree(gr7, g7.param_sizes, summed, g7.param_sizes, "tied vs the untied sum");
     // 38.6 million parameters at 124M; here (Vp x C) fewer, and their AdamW state.
@@ -672,7 +672,7 @@ static void check_deterministic(int chapter) {
     float *first = xmalloc(n * sizeof(float)), *second = xmalloc(n * sizeof(float));
     for (int run = 0; run < 2; run++) {
         gpu_forward_backward(&gpu, x, y);
-        gpt2_gpu_download_floatx(gpu.grads, run == 0 ? first : second, n);
+        gpt2_gpu_download_floatx(&gpu, gpu.grads, run == 0 ? first : second, n);
     }
     char what[64];
     snprintf(what, sizeof what, "bf16 gradients of two runs, chapter %02d", chapter);
@@ -737,8 +737,8 @@ Test(model, gradient_accumulation_matches_one_batch) {
         snprintf(what, sizeof what, "loss at step %d, two micro-batches vs one batch", step);
         gt_compare(what, &l2, &l1, 1, TOL_GPU_LOSS_BF16);
         if (step == 1) {  // the same weights still: the gradients themselves
-            gpt2_gpu_download_floatx(one.grads, g1, n);
-            gpt2_gpu_download_floatx(two.grads, g2, n);
+            gpt2_gpu_download_floatx(&one, one.grads, g1, n);
+            gpt2_gpu_download_floatx(&two, two.grads, g2, n);
             for (size_t i = 0; i < n; i++) g2[i] /= 2;
             assert_gradients_agree(g2, two.param_sizes, g1, one.param_sizes,
                                    "two micro-batches (sum / 2) vs one batch");
@@ -746,8 +746,8 @@ Test(model, gradient_accumulation_matches_one_batch) {
         gpt2_gpu_update(&one, 1e-3f, &adamw, 1.0f, step, one.norm);
         gpt2_gpu_update(&two, 1e-3f, &adamw, 1.0f, step, two.norm);
         float norm1, norm2;  // the norm of the mean gradient, in both
-        gpu_memcpy_sync(&norm1, one.norm, sizeof(float), cudaMemcpyDeviceToHost);
-        gpu_memcpy_sync(&norm2, two.norm, sizeof(float), cudaMemcpyDeviceToHost);
+        gpu_memcpy_sync(&gt_ctx, &norm1, one.norm, sizeof(float), cudaMemcpyDeviceToHost);
+        gpu_memcpy_sync(&gt_ctx, &norm2, two.norm, sizeof(float), cudaMemcpyDeviceToHost);
         snprintf(what, sizeof what, "gradient norm at step %d", step);
         gt_compare(what, &norm2, &norm1, 1, TOL_GRAD_NORM_RATIO);
     }
@@ -805,7 +805,7 @@ Test(model, gradient_accumulation_error_by_micro_batches) {
         }
         const size_t np = gpu.num_params;
         float *g = xmalloc(np * sizeof(float));
-        gpt2_gpu_download_floatx(gpu.grads, g, np);
+        gpt2_gpu_download_floatx(&gpu, gpu.grads, g, np);
         double diff = 0, ref = 0;
         for (size_t i = 0; i < np; i++) {
             g[i] /= (float)n;  // the mean of the micro-batches' mean gradients
@@ -842,10 +842,10 @@ Test(model, portable_kernels_match_hopper_kernels) {
     const size_t n = gpu.num_params;
     float *hopper = xmalloc(n * sizeof(float)), *portable = xmalloc(n * sizeof(float));
     const float loss_hopper = gpu_forward_backward(&gpu, x, y);
-    gpt2_gpu_download_floatx(gpu.grads, hopper, n);
+    gpt2_gpu_download_floatx(&gpu, gpu.grads, hopper, n);
     gt_ctx.hopper = 0;
     const float loss_portable = gpu_forward_backward(&gpu, x, y);
-    gpt2_gpu_download_floatx(gpu.grads, portable, n);
+    gpt2_gpu_download_floatx(&gpu, gpu.grads, portable, n);
     gt_compare("loss, portable vs Hopper kernels", &loss_portable, &loss_hopper, 1,
                TOL_GPU_LOSS_BF16);
     assert_gradients_agree(portable, gpu.param_sizes, hopper, gpu.param_sizes,

@@ -190,7 +190,7 @@ static UpdateLaunches update_launches(Optimizations optim) {
     cr_assert(gpu_trainer_step(&tr, &s, err) == 0, "%s", err);
     const AdamWConfig cfg = adamw_default_config();
     GpuProfiler *p = gpu_profiler_new(256);
-    gpu_profiler_start(p, tr.ctx.stream);
+    gpu_profiler_start(p, &tr.ctx);
     gpt2_gpu_update(&tr.model, 1e-3f, &cfg, 1.0f, 2, tr.model.norm);
     gpu_profiler_stop(p, 1);
     GpuProfileRow rows[64];

@@ -69,7 +69,7 @@ static inline void check_follows_cpu_trainer(Optimizations optim, double tol) {
 // kernels read (floatX; the same buffer in the fp32 build), both as floats.
 static inline void download_weights(GpuTrainer *tr, float *master, float *working) {
     gpt2_gpu_get_params(&tr->model, master);
-    gpt2_gpu_download_floatx(tr->model.params, working, tr->model.num_params);
+    gpt2_gpu_download_floatx(&tr->model, tr->model.params, working, tr->model.num_params);
 }
 
 // Chapter 08: gives the workers up to a second to read a few batches past

@@ -49,20 +49,20 @@ void *lab_alloc(Lab *lab, size_t bytes) {
 floatX *lab_upload_x(Lab *lab, const float *host, size_t n) {
     floatX *stored = xmalloc(n * sizeof(floatX)), *d = lab_alloc(lab, n * sizeof(floatX));
     floatx_from_floats(stored, host, n);
-    gpu_memcpy_sync(d, stored, n * sizeof(floatX), cudaMemcpyHostToDevice);
+    gpu_memcpy_sync(&lab->ctx, d, stored, n * sizeof(floatX), cudaMemcpyHostToDevice);
     free(stored);
     return d;
 }
 
 float *lab_upload_f32(Lab *lab, const float *host, size_t n) {
     float *d = lab_alloc(lab, n * sizeof(float));
-    gpu_memcpy_sync(d, host, n * sizeof(float), cudaMemcpyHostToDevice);
+    gpu_memcpy_sync(&lab->ctx, d, host, n * sizeof(float), cudaMemcpyHostToDevice);
     return d;
 }
 
 int32_t *lab_upload_i32(Lab *lab, const int32_t *host, size_t n) {
     int32_t *d = lab_alloc(lab, n * sizeof(int32_t));
-    gpu_memcpy_sync(d, host, n * sizeof(int32_t), cudaMemcpyHostToDevice);
+    gpu_memcpy_sync(&lab->ctx, d, host, n * sizeof(int32_t), cudaMemcpyHostToDevice);
     return d;
 }
 
@@ -70,7 +70,7 @@ float *lab_download_x(const Lab *lab, const floatX *d, size_t n) {
     gpu_stream_sync(&lab->ctx, "the kernel under test");
     floatX *stored = xmalloc(n * sizeof(floatX));
     float *host = xmalloc(n * sizeof(float));
-    gpu_memcpy_sync(stored, d, n * sizeof(floatX), cudaMemcpyDeviceToHost);
+    gpu_memcpy_sync(&lab->ctx, stored, d, n * sizeof(floatX), cudaMemcpyDeviceToHost);
     floats_from_floatx(host, stored, n);
     free(stored);
     return host;
@@ -79,7 +79,7 @@ float *lab_download_x(const Lab *lab, const floatX *d, size_t n) {
 float *lab_download_f32(const Lab *lab, const float *d, size_t n) {
     gpu_stream_sync(&lab->ctx, "the kernel under test");
     float *host = xmalloc(n * sizeof(float));
-    gpu_memcpy_sync(host, d, n * sizeof(float), cudaMemcpyDeviceToHost);
+    gpu_memcpy_sync(&lab->ctx, host, d, n * sizeof(float), cudaMemcpyDeviceToHost);
     return host;
 }
 
@@ -112,7 +112,7 @@ double lab_time_ms(Lab *lab, void (*run)(Lab *lab, void *arg), void *arg) {
         CUDA_CHECK(cudaEventRecord(start, lab->ctx.stream));
         run(lab, arg);
         CUDA_CHECK(cudaEventRecord(end, lab->ctx.stream));
-        gpu_event_sync(end, "a timed kernel");
+        gpu_event_sync(&lab->ctx, end, "a timed kernel");
         float t;
         CUDA_CHECK(cudaEventElapsedTime(&t, start, end));
         ms[i] = t;
@@ -170,7 +170,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "error: no CUDA device: the kernel lab times kernels on a GPU\n");
         return 1;
     }
-    gpu_context_init(&lab.ctx, 0);
+    gpu_context_init(&lab.ctx, GPU_FIRST_DEVICE);
     lab.ctx.sync_after_launch = 0;  // the lab times the kernels, not the waits
     rng_seed(&lab.rng, 2024);
     struct cudaDeviceProp prop;

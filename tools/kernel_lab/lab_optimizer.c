@@ -156,7 +156,7 @@ static void lab_update_rows(Lab *lab, const float *params, const float *grads, c
     // scaling kernel returns at once; chapter 09 reads its grads unscaled).
     Layout timed = layout(lab, upload(lab, n, t, t, t, tv), sizes, decay, NUM_PARAM_TENSORS, 1.0f);
     const float norm = 0.5f;
-    gpu_memcpy_sync(timed.a.norm, &norm, sizeof norm, cudaMemcpyHostToDevice);
+    gpu_memcpy_sync(&lab->ctx, timed.a.norm, &norm, sizeof norm, cudaMemcpyHostToDevice);
     const double bytes = n * adamw_bytes_per_value;
     LabRow a = {"adamw_update", "v1 per tensor", "124M tied, 16 tensors", 3, per_tensor_error,
                 1e-5, lab_time_ms(lab, adamw_per_tensor, &timed), bytes, 0};

@@ -24,7 +24,7 @@ typedef struct {
 
 static uint8_t *upload_bytes(Lab *lab, const uint8_t *host, size_t n) {
     uint8_t *d = lab_alloc(lab, n);
-    gpu_memcpy_sync(d, host, n, cudaMemcpyHostToDevice);
+    gpu_memcpy_sync(&lab->ctx, d, host, n, cudaMemcpyHostToDevice);
     return d;
 }
 
@@ -112,8 +112,8 @@ void lab_optimizer8bit(Lab *lab) {
     float *g_params = check.master ? lab_download_f32(lab, check.master, n)
                                    : lab_download_x(lab, check.params, n);
     uint8_t *g_m_q = xmalloc(n), *g_v_q = xmalloc(n);
-    gpu_memcpy_sync(g_m_q, check.m_q, n, cudaMemcpyDeviceToHost);
-    gpu_memcpy_sync(g_v_q, check.v_q, n, cudaMemcpyDeviceToHost);
+    gpu_memcpy_sync(&lab->ctx, g_m_q, check.m_q, n, cudaMemcpyDeviceToHost);
+    gpu_memcpy_sync(&lab->ctx, g_v_q, check.v_q, n, cudaMemcpyDeviceToHost);
     const size_t differ = mismatches(g_m_q, m_q, n) + mismatches(g_v_q, v_q, n);
     const double error = lab_error(g_params, params, n) + (double)differ / (2.0 * n);
     lab_free_buffers(lab);
