@@ -160,6 +160,8 @@ int dataloader_init(DataLoader *dl, const char *pattern, int B, int T, int vocab
     dl->vocab_size = vocab_size;
     dl->shuffle = shuffle;
     dl->seed = seed;
+    dl->rank = 0;
+    dl->world_size = 1;
     if (find_shards(dl, pattern, err) != 0 || count_windows(dl, err) != 0) {
         dataloader_free(dl);
         return -1;
@@ -171,7 +173,15 @@ int dataloader_init(DataLoader *dl, const char *pattern, int B, int T, int vocab
     return 0;
 }
 
-int dataloader_next(DataLoader *dl, int32_t *inputs, int32_t *targets, char *err) {
+void dataloader_set_rank(DataLoader *dl, int rank, int world_size) {
+    if (world_size < 1 || rank < 0 || rank >= world_size)
+        die("dataloader_set_rank: rank %d of %d", rank, world_size);
+    dl->rank = rank;
+    dl->world_size = world_size;
+}
+
+// The window at the position, into inputs and targets.
+static int read_window(DataLoader *dl, int32_t *inputs, int32_t *targets, char *err) {
     if (load_current_shard(dl, err) != 0) return -1;
     size_t bt = window_tokens(dl);
     size_t w = dl->window_order[dl->pos.window - dl->slot_start];
@@ -180,7 +190,20 @@ int dataloader_next(DataLoader *dl, int32_t *inputs, int32_t *targets, char *err
         inputs[i] = window[i];
         targets[i] = window[i + 1];
     }
-    advance(dl);
+    return 0;
+}
+
+int dataloader_next(DataLoader *dl, int32_t *inputs, int32_t *targets, char *err) {
+    const DataPosition start = dl->pos;
+    // The windows of the ranks before this one are walked past, not read:
+    // only the shard this rank reads from is ever loaded.
+    for (int r = 0; r < dl->rank; r++) advance(dl);
+    if (read_window(dl, inputs, targets, err) != 0) {
+        if (dl->rank > 0 && dataloader_seek(dl, start, NULL) != 0)
+            die("dataloader_next: cannot return to the position it started from");
+        return -1;
+    }
+    for (int r = dl->rank; r < dl->world_size; r++) advance(dl);
     return 0;
 }
 

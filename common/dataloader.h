@@ -17,6 +17,12 @@
 //
 // The loader's position is {epoch, index of the next window in the epoch}; a
 // resumed run seeks to a saved position and sees the same batches after it.
+//
+// Several GPUs (chapter 15): rank r of N reads window p + r of the order and
+// moves the position on by N windows, so that the N ranks together read, at
+// each step, the N windows a single loader would read in N steps, and every
+// rank holds the same position, the order's, whatever N is. One rank of one
+// (the default) is the single loader.
 #ifndef DATALOADER_H
 #define DATALOADER_H
 
@@ -33,6 +39,7 @@ typedef struct {
 typedef struct {
     int B, T, vocab_size, shuffle;
     uint64_t seed;
+    int rank, world_size;    // this reader's share: windows p + rank, every world_size
 
     // Every shard, from the glob; sorted.
     char **paths;
@@ -61,10 +68,15 @@ typedef struct {
 int dataloader_init(DataLoader *dl, const char *pattern, int B, int T, int vocab_size,
                     int shuffle, uint64_t seed, char *err);
 
+// Makes the loader rank `rank` of `world_size` readers (above); before the
+// first batch, or after a seek.
+void dataloader_set_rank(DataLoader *dl, int rank, int world_size);
+
 // Writes the next batch into inputs and targets (B*T int32 each, (B, T)
-// row-major) and advances, wrapping to the next epoch after the last window.
-// Fails (-1, err) only when a shard cannot be loaded (unreadable, changed on
-// disk, or holding a token >= vocab_size); the position then stays put.
+// row-major) and advances, wrapping to the next epoch after the last window:
+// by one window, or by world_size for one of several ranks. Fails (-1, err)
+// only when a shard cannot be loaded (unreadable, changed on disk, or
+// holding a token >= vocab_size); the position then stays put.
 int dataloader_next(DataLoader *dl, int32_t *inputs, int32_t *targets, char *err);
 
 // Windows per epoch.

@@ -196,6 +196,53 @@ Test(dataloader, resume_gives_the_same_batches) {
     for (size_t i = 0; i < sizeof(ks) / sizeof(ks[0]); i++) check_resume_after(ks[i]);
 }
 
+// ---- ranks -------------------------------------------------------------------------
+// N ranks, each stepping once, read together what one loader reads in N
+// steps, rank r the r-th of them, through shard and epoch boundaries; and
+// every rank stands at the single loader's position after them.
+static void check_ranks_share_the_order(int world) {
+    DataLoader one = open_loader("train_*.bin", 1, 31);
+    DataLoader ranks[4];
+    for (int r = 0; r < world; r++) {
+        ranks[r] = open_loader("train_*.bin", 1, 31);
+        dataloader_set_rank(&ranks[r], r, world);
+    }
+    for (int step = 0; step < 2 * 9 + 2; step++)
+        for (int r = 0; r < world; r++) {
+            cr_assert_eq(next_window(&ranks[r]), next_window(&one), "step %d, rank %d of %d",
+                         step, r, world);
+            if (r + 1 < world) continue;
+            for (int q = 0; q < world; q++) {
+                DataPosition a = dataloader_position(&ranks[q]), b = dataloader_position(&one);
+                cr_assert(a.epoch == b.epoch && a.window == b.window,
+                          "rank %d of %d is at %llu:%llu, the order at %llu:%llu", q, world,
+                          (unsigned long long)a.epoch, (unsigned long long)a.window,
+                          (unsigned long long)b.epoch, (unsigned long long)b.window);
+            }
+        }
+    for (int r = 0; r < world; r++) dataloader_free(&ranks[r]);
+    dataloader_free(&one);
+}
+
+Test(dataloader, ranks_read_their_share_of_one_order) {
+    write_three_shards();
+    for (int world = 1; world <= 4; world++) check_ranks_share_the_order(world);
+}
+
+// A rank resumed at a position reads what it would have read.
+Test(dataloader, a_rank_resumes_at_the_shared_position) {
+    write_three_shards();
+    DataLoader a = open_loader("train_*.bin", 1, 9), b = open_loader("train_*.bin", 1, 9);
+    dataloader_set_rank(&a, 2, 3);
+    for (int i = 0; i < 5; i++) next_window(&a);
+    char err[ERR_LEN];
+    cr_assert_eq(dataloader_seek(&b, dataloader_position(&a), err), 0, "%s", err);
+    dataloader_set_rank(&b, 2, 3);
+    for (int i = 0; i < 7; i++) cr_assert_eq(next_window(&b), next_window(&a), "batch %d", i);
+    dataloader_free(&a);
+    dataloader_free(&b);
+}
+
 Test(dataloader, reset_goes_back_to_the_start) {
     write_three_shards();
     DataLoader a = open_loader("train_*.bin", 1, 3), fresh = open_loader("train_*.bin", 1, 3);
