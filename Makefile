@@ -28,7 +28,8 @@ NVCC      ?= $(CUDA_HOME)/bin/nvcc
 HAVE_NVCC := $(shell command -v $(NVCC) >/dev/null 2>&1 && echo 1)
 CUDA_HOST_SRCS := common/activations.c common/check_state.c common/floatx_host.c \
                   common/data_workers.c common/gpt2_gpu.c common/gpu_ops.c common/loss_readback.c \
-                  common/memory_plan.c \
+                  common/memory_plan.c common/gpu_batch.c common/gpt2_gpu_update.c \
+                  common/gpt2_gpu_transfer.c common/run_plan.c \
                   common/step_graph.c common/train_gpu.c \
                   $(wildcard solutions/03_sync_avoidance/loss_readback.c \
                              exercises/03_sync_avoidance/loss_readback.c)

@@ -5,6 +5,7 @@
 
 #include "gpu_context.h"
 #include "gpu_ops.h"
+#include "run_plan.h"
 
 // A tensor's shape: up to five dimensions, each a symbol of the model.
 // Vrow: the logits' row stride, Vp or more (gpu_ops_logits_stride).
@@ -17,21 +18,22 @@ typedef struct {
     size_t offset;  // of its pointer in GpuActivations
     int fp32;       // 1: float in every build; 0: floatX
     Dim shape[MAX_DIMS];
-    // When the switches need it: NULL is always. (Chapter 04's fused
-    // classifier needs no probabilities, chapter 05's flash attention no att.)
-    int (*needed)(const Optimizations *o);
+    // When the run needs it (run_plan.h): NULL is always. (Chapter 04's
+    // fused classifier needs no probabilities, chapter 05's flash attention
+    // no att.)
+    int (*needed)(const RunPlan *p);
 } ActivationSpec;
 
 #define AT(field) offsetof(GpuActivations, field)
 
 // Chapter 04's fused classifier keeps no probabilities, and writes dlogits
 // over the logits (activations_alloc points d.logits at them).
-static int unless_fused(const Optimizations *o) { return !o->kernel_fusion; }
+static int unless_fused(const RunPlan *p) { return p->keeps_probs; }
 
 // Chapter 05's flash attention keeps one log-sum-exp per row of scores
 // instead of the rows themselves.
-static int unless_flash(const Optimizations *o) { return !o->flash_attention; }
-static int if_flash(const Optimizations *o) { return o->flash_attention; }
+static int unless_flash(const RunPlan *p) { return p->keeps_scores; }
+static int if_flash(const RunPlan *p) { return !p->keeps_scores; }
 
 // ANCHOR: activation_table
 static const ActivationSpec ACTIVATIONS[] = {
@@ -76,7 +78,7 @@ static const ActivationSpec ACTIVATIONS[] = {
 // kernels' vector loads need their rows aligned.
 #define ALIGN 256
 
-static size_t dim_size(Dim d, const GPT2Config *c, int B, int T, const Optimizations *o) {
+static size_t dim_size(Dim d, const GPT2Config *c, int B, int T, const RunPlan *p) {
     switch (d) {
     case D_L: return (size_t)c->num_layers;
     case D_B: return (size_t)B;
@@ -85,47 +87,47 @@ static size_t dim_size(Dim d, const GPT2Config *c, int B, int T, const Optimizat
     case D_3C: return 3 * (size_t)c->channels;
     case D_4C: return 4 * (size_t)c->channels;
     case D_NH: return (size_t)c->num_heads;
-    case D_VROW: return (size_t)gpu_ops_logits_stride(o, c->padded_vocab_size);
+    case D_VROW: return (size_t)p->logits_stride;
     default: return 1;
     }
 }
 
 static size_t spec_elements(const ActivationSpec *s, const GPT2Config *c, int B, int T,
-                            const Optimizations *o) {
+                            const RunPlan *p) {
     size_t n = 1;
-    for (int i = 0; i < MAX_DIMS; i++) n *= dim_size(s->shape[i], c, B, T, o);
+    for (int i = 0; i < MAX_DIMS; i++) n *= dim_size(s->shape[i], c, B, T, p);
     return n;
 }
 
 static size_t spec_bytes(const ActivationSpec *s, const GPT2Config *c, int B, int T,
-                         const Optimizations *o) {
-    size_t bytes = spec_elements(s, c, B, T, o) * (s->fp32 ? sizeof(float) : sizeof(floatX));
+                         const RunPlan *p) {
+    size_t bytes = spec_elements(s, c, B, T, p) * (s->fp32 ? sizeof(float) : sizeof(floatX));
     return (bytes + ALIGN - 1) / ALIGN * ALIGN;
 }
 
-static int is_needed(const ActivationSpec *s, const Optimizations *o) {
-    return s->needed == NULL || s->needed(o);
+static int is_needed(const ActivationSpec *s, const RunPlan *p) {
+    return s->needed == NULL || s->needed(p);
 }
 
-size_t activations_bytes(const GPT2Config *cfg, int B, int T, const Optimizations *o) {
+size_t activations_bytes(const GPT2Config *cfg, int B, int T, const RunPlan *p) {
     size_t bytes = 0;
     for (int i = 0; i < NUM_ACTIVATIONS; i++)
-        if (is_needed(&ACTIVATIONS[i], o)) bytes += spec_bytes(&ACTIVATIONS[i], cfg, B, T, o);
+        if (is_needed(&ACTIVATIONS[i], p)) bytes += spec_bytes(&ACTIVATIONS[i], cfg, B, T, p);
     return bytes;
 }
 
 void activations_alloc(GpuActivations *a, const GPT2Config *cfg, int B, int T,
-                       const Optimizations *o) {
+                       const RunPlan *p) {
     memset(a, 0, sizeof *a);
-    a->bytes = activations_bytes(cfg, B, T, o);
+    a->bytes = activations_bytes(cfg, B, T, p);
     a->memory = gpu_malloc(a->bytes, "the activations (--memory lists them)");
     char *next = a->memory;
     for (int i = 0; i < NUM_ACTIVATIONS; i++) {
         const ActivationSpec *s = &ACTIVATIONS[i];
-        if (!is_needed(s, o)) continue;
+        if (!is_needed(s, p)) continue;
         void *at = next;  // into the struct's pointer field, whatever its type
         memcpy((char *)a + s->offset, &at, sizeof at);
-        next += spec_bytes(s, cfg, B, T, o);
+        next += spec_bytes(s, cfg, B, T, p);
     }
     if (!a->d.logits) a->d.logits = a->logits;  // written in place: see unless_fused
 }
@@ -143,7 +145,7 @@ static void format_shape(char *out, size_t cap, const ActivationSpec *s) {
     if (len < cap) snprintf(out + len, cap - len, ")");
 }
 
-void activations_print(FILE *out, const GPT2Config *cfg, int B, int T, const Optimizations *o) {
+void activations_print(FILE *out, const GPT2Config *cfg, int B, int T, const RunPlan *p) {
     const double mib = 1024.0 * 1024.0;
     double total = 0;
     fprintf(out, "memory: activations for B=%d, T=%d\n", B, T);
@@ -151,12 +153,12 @@ void activations_print(FILE *out, const GPT2Config *cfg, int B, int T, const Opt
         const ActivationSpec *s = &ACTIVATIONS[i];
         char shape[48];
         format_shape(shape, sizeof shape, s);
-        if (!is_needed(s, o)) {
+        if (!is_needed(s, p)) {
             fprintf(out, "memory:   %-12s %-16s %-5s %10s  (not needed)\n", s->name, shape,
                     s->fp32 ? "fp32" : PRECISION_NAME, "-");
             continue;
         }
-        double m = spec_bytes(s, cfg, B, T, o) / mib;
+        double m = spec_bytes(s, cfg, B, T, p) / mib;
         total += m;
         fprintf(out, "memory:   %-12s %-16s %-5s %10.1f MiB\n", s->name, shape,
                 s->fp32 ? "fp32" : PRECISION_NAME, m);

@@ -1,7 +1,7 @@
 // activations.h: every buffer the GPU model's forward and backward passes
 // write, declared once, in one table (activations.c): its name, its shape,
 // its precision and when it is needed. The table sizes them from the model's
-// config, the largest batch (B, T) and the chapter's switches, allocates
+// config, the largest batch (B, T) and the run's plan (run_plan.h), allocates
 // them in one piece, frees them in one place, and reports their memory
 // (`--memory`).
 //
@@ -17,7 +17,7 @@
 #include <stddef.h>
 #include <stdio.h>
 
-#include "chapters.h"
+#include "run_plan.h"
 #include "gpt2_config.h"
 #include "precision.h"
 
@@ -57,17 +57,17 @@ typedef struct {
     size_t bytes;
 } GpuActivations;
 
-// Allocates every tensor the switches need for batches up to (B, T); the
+// Allocates every tensor the run's plan needs for batches up to (B, T); the
 // others stay NULL. Exits with a message on out-of-memory (gpu_malloc).
 void activations_alloc(GpuActivations *a, const GPT2Config *cfg, int B, int T,
-                       const Optimizations *o);
+                       const RunPlan *p);
 void activations_free(GpuActivations *a);
 
 // The bytes activations_alloc takes for these arguments, allocating nothing.
-size_t activations_bytes(const GPT2Config *cfg, int B, int T, const Optimizations *o);
+size_t activations_bytes(const GPT2Config *cfg, int B, int T, const RunPlan *p);
 
 // One line per tensor (name, shape, type, MiB; "-" for those not needed),
 // then the total, for batches of (B, T).
-void activations_print(FILE *out, const GPT2Config *cfg, int B, int T, const Optimizations *o);
+void activations_print(FILE *out, const GPT2Config *cfg, int B, int T, const RunPlan *p);
 
 #endif

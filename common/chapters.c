@@ -9,7 +9,7 @@
 
 // The tables. Adding a chapter is a row in each (none in SWITCHES when the
 // chapter changes the build, as 02 does), its field in Optimizations, and its
-// line in gpu_ops_select() or apply_model_switches().
+// lines in gpu_ops_select(), apply_model_switches() or run_plan_build().
 // ANCHOR: chapter_table
 static const Chapter CHAPTERS[] = {
     {0, "00_baseline", "The FP32 baseline", "fp32"},

@@ -16,9 +16,18 @@
 // its build. `make train CH=N` reads the precision from the table and runs the
 // trainer built for it.
 //
-// What a switch changes in the code is in two places only: gpu_ops_select()
-// (common/gpu_ops.c), which picks the kernels the model calls, and
-// apply_model_switches() below, which changes the model's shape.
+// What a switch changes in the code is in three places only, and no other
+// code reads a switch:
+//   gpu_ops_select()        (common/gpu_ops.c) picks the kernels the model
+//                           calls and how every launch is made;
+//   apply_model_switches()  below, changes the model's shape;
+//   run_plan_build()        (common/run_plan.c) decides everything else, once,
+//                           into the run's plan: the buffers the model keeps,
+//                           its update, and how the step runs (the host's
+//                           waits, the data workers, graphs, micro-batches).
+// A switch is on or off. What is a number (a batch, micro-batches, later a
+// count of GPUs) is a flag of the run (train_options.h), which the plan
+// takes beside the switches.
 #ifndef CHAPTERS_H
 #define CHAPTERS_H
 

@@ -93,7 +93,8 @@ int check_state_run(const char *model_path, const char *state_path, const Optimi
     GpuContext ctx;
     gpu_context_init(&ctx, GPU_FIRST_DEVICE);
     GPT2Gpu model;
-    gpt2_gpu_init(&model, &ctx, &cfg, params, ds.B, ds.T, optim);
+    const RunPlan plan = run_plan_for_model(optim, cfg.padded_vocab_size);
+    gpt2_gpu_init(&model, &ctx, &cfg, params, ds.B, ds.T, &plan);
     // Logits from a GPT2_LOSS pass: a GPT2_TRAIN one may overwrite them with
     // their gradient (chapter 04's fused classifier). Ours keep V of each row.
     if (gpt2_gpu_forward_tokens(&model, ds.x, ds.y, ds.B, ds.T, GPT2_LOSS, err))

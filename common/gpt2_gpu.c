@@ -1,6 +1,6 @@
 // gpt2_gpu.c: see gpt2_gpu.h. The forward and backward passes read like the
 // CPU reference's (gpt2_cpu_model.inc): the same layers in the same order,
-// each one a slot of model->ops. Built twice, for fp32 and for bf16
+// each one a slot of model->plan.ops. Built twice, for fp32 and for bf16
 // (kernels/precision.h): the code is the same, the storage type floatX is
 // not; the few lines that differ are under #ifdef PRECISION_BF16.
 #include "gpt2_gpu.h"
@@ -23,35 +23,6 @@
 #include "quantize8.h"
 #include "util.h"
 
-// ---- host batches ----------------------------------------------------------------
-
-static void *pinned_alloc(size_t bytes) {
-    void *p;
-    CUDA_CHECK(cudaMallocHost(&p, bytes));
-    return p;
-}
-
-void host_batch_init(HostBatch *hb, int B, int T, int V, int pinned) {
-    const size_t BT = (size_t)B * T, bytes = BT * sizeof(int32_t);
-    hb->pinned = pinned;
-    hb->inputs = pinned ? pinned_alloc(bytes) : xmalloc(bytes);
-    hb->targets = pinned ? pinned_alloc(bytes) : xmalloc(bytes);
-    if (pinned) encoder_buckets_init_pinned(&hb->buckets, (int)BT, V);
-    else encoder_buckets_init(&hb->buckets, (int)BT, V);
-}
-
-void host_batch_free(HostBatch *hb) {
-    if (hb->pinned) {
-        if (hb->inputs) CUDA_CHECK(cudaFreeHost(hb->inputs));
-        if (hb->targets) CUDA_CHECK(cudaFreeHost(hb->targets));
-    } else {
-        free(hb->inputs);
-        free(hb->targets);
-    }
-    if (hb->buckets.packed) encoder_buckets_free(&hb->buckets);
-    memset(hb, 0, sizeof *hb);
-}
-
 // ---- allocation ----------------------------------------------------------------
 
 static float *alloc_floats(GPT2Gpu *model, size_t n, const char *what) {
@@ -64,27 +35,6 @@ static float *alloc_floats(GPT2Gpu *model, size_t n, const char *what) {
 static floatX *alloc_floatx(GPT2Gpu *model, size_t n, const char *what) {
     model->device_bytes += n * sizeof(floatX);
     return gpu_malloc(n * sizeof(floatX), what);
-}
-
-size_t device_batch_bytes(int B, int T) {
-    const size_t BT = (size_t)B * T;
-    return (2 * BT + encoder_buckets_ints((int)BT)) * sizeof(int32_t);
-}
-
-size_t device_batch_alloc(DeviceBatch *db, int B, int T) {
-    const size_t BT = (size_t)B * T, buckets = encoder_buckets_ints((int)BT);
-    db->inputs = gpu_malloc(BT * sizeof(int32_t), "input tokens");
-    db->targets = gpu_malloc(BT * sizeof(int32_t), "target tokens");
-    db->buckets = gpu_malloc(buckets * sizeof(int32_t), "encoder buckets");
-    db->num_buckets = 0;
-    return device_batch_bytes(B, T);
-}
-
-void device_batch_free(DeviceBatch *db) {
-    gpu_free(db->inputs);
-    gpu_free(db->targets);
-    gpu_free(db->buckets);
-    memset(db, 0, sizeof *db);
 }
 
 static void point_tensors(floatX *views[NUM_PARAM_TENSORS], floatX *base,
@@ -146,17 +96,17 @@ static void alloc_adam_state(GPT2Gpu *model) {
 }
 
 void gpt2_gpu_init(GPT2Gpu *model, GpuContext *ctx, const GPT2Config *cfg, const float *params,
-                   int max_B, int max_T, const Optimizations *o) {
+                   int max_B, int max_T, const RunPlan *plan) {
     memset(model, 0, sizeof(*model));
     model->config = *cfg;
     model->ctx = ctx;
-    model->optim = *o;
-    model->ops = gpu_ops_select(o, ctx);
+    model->plan = *plan;
+    gpu_launch_apply(ctx, &plan->launch);
     model->max_B = max_B;
     model->max_T = max_T;
     gpt2_param_sizes(cfg, model->param_sizes);
     model->num_params = gpt2_num_params(cfg);
-    model->adam = adam_layout_for(cfg, o->adamw_8bit);
+    model->adam = adam_layout_for(cfg, plan->moments_8bit);
     size_t n = model->num_params;
     model->params = alloc_floatx(model, n, "parameters");
     model->grads = alloc_floatx(model, n, "gradients");
@@ -167,10 +117,9 @@ void gpt2_gpu_init(GPT2Gpu *model, GpuContext *ctx, const GPT2Config *cfg, const
     point_tensors(model->params_of, model->params, model->param_sizes);
     point_tensors(model->grads_of, model->grads, model->param_sizes);
     gpt2_gpu_set_params(model, params);
-    model->logits_stride = gpu_ops_logits_stride(o, cfg->padded_vocab_size);
-    activations_alloc(&model->acts, cfg, max_B, max_T, o);
+    activations_alloc(&model->acts, cfg, max_B, max_T, plan);
     model->device_bytes += model->acts.bytes;
-    model->scratch_floats = memory_plan_scratch_floats(cfg, max_B, max_T, o);
+    model->scratch_floats = memory_plan_scratch_floats(cfg, max_B, max_T, plan);
     model->scratch = alloc_floats(model, model->scratch_floats, "scratch");
     model->device_bytes += device_batch_alloc(&model->own, max_B, max_T);
     model->batch = &model->own;
@@ -181,13 +130,12 @@ void gpt2_gpu_init(GPT2Gpu *model, GpuContext *ctx, const GPT2Config *cfg, const
     model->device_bytes += sizeof(AdamWStep);
     model->adamw_step = gpu_malloc(sizeof(AdamWStep), "AdamW step values");
     adamw_tables(model);
-    model->micro_batches = 1;
 }
 
 void gpt2_gpu_set_schedule(GPT2Gpu *model, const LrSchedule *lr, const AdamWConfig *cfg,
-                           int steps, int steps_done, int micro_batches) {
-    if (!model->optim.fused_optimizer)
-        die("gpt2_gpu_set_schedule: the step's values from the device need the fused optimizer");
+                           int steps, int steps_done) {
+    if (!model->plan.device_schedule)
+        die("gpt2_gpu_set_schedule: the run's plan takes the step's values from the host");
     const size_t bytes = (size_t)steps * sizeof(AdamWScheduleEntry);
     AdamWScheduleEntry *table = xmalloc(bytes);
     adamw_schedule_build(table, steps, lr, cfg);
@@ -198,7 +146,6 @@ void gpt2_gpu_set_schedule(GPT2Gpu *model, const LrSchedule *lr, const AdamWConf
     gpu_memcpy_sync(model->ctx, model->schedule, table, bytes, cudaMemcpyHostToDevice);
     free(table);
     model->schedule_steps = steps;
-    model->micro_batches = micro_batches;
     // The counter adamw_begin_step_v3 advances: AdamWStep.t, the last step taken.
     AdamWStep step = {.t = steps_done};
     gpu_memcpy_sync(model->ctx, model->adamw_step, &step, sizeof step, cudaMemcpyHostToDevice);
@@ -217,9 +164,9 @@ void gpt2_gpu_free(GPT2Gpu *model) {
 }
 
 void gpt2_gpu_print_memory(const GPT2Gpu *model, FILE *out) {
-    const MemoryPlan plan = memory_plan(&model->config, model->max_B, model->max_T, &model->optim);
-    memory_plan_print(&plan, out);
-    activations_print(out, &model->config, model->max_B, model->max_T, &model->optim);
+    const MemoryPlan mem = memory_plan(&model->config, model->max_B, model->max_T, &model->plan);
+    memory_plan_print(&mem, out);
+    activations_print(out, &model->config, model->max_B, model->max_T, &model->plan);
 }
 
 // ---- per-layer views -----------------------------------------------------------
@@ -314,18 +261,6 @@ static void check_batch_shape(const GPT2Gpu *model, int B, int T) {
             model->max_T);
 }
 
-int host_batch_prepare(HostBatch *hb, int with_targets, int B, int T, int V, char *err) {
-    const size_t BT = (size_t)B * T;
-    for (size_t i = 0; i < BT; i++)
-        if (hb->inputs[i] < 0 || hb->inputs[i] >= V ||
-            (with_targets && (hb->targets[i] < 0 || hb->targets[i] >= V)))
-            return fail(err, "token %zu of the batch is outside the vocabulary [0, %d)", i, V);
-    if (!with_targets) return 0;
-    // The embedding's backward pass needs the positions grouped by token.
-    hb->buckets.BT = B * T;
-    return encoder_buckets_build(&hb->buckets, hb->inputs, err);
-}
-
 int gpt2_gpu_upload_batch(GPT2Gpu *model, HostBatch *hb, int with_targets, int B, int T,
                           char *err) {
     check_batch_shape(model, B, T);
@@ -360,19 +295,6 @@ int gpt2_gpu_upload_batch(GPT2Gpu *model, HostBatch *hb, int with_targets, int B
     return 0;
 }
 
-// ANCHOR: device_batch_upload
-void device_batch_upload_async(DeviceBatch *db, const HostBatch *hb, int B, int T,
-                               cudaStream_t stream) {
-    const size_t bytes = (size_t)B * T * sizeof(int32_t);
-    const size_t bucket_bytes = encoder_buckets_ints(B * T) * sizeof(int32_t);
-    CUDA_CHECK(cudaMemcpyAsync(db->inputs, hb->inputs, bytes, cudaMemcpyHostToDevice, stream));
-    CUDA_CHECK(cudaMemcpyAsync(db->targets, hb->targets, bytes, cudaMemcpyHostToDevice, stream));
-    CUDA_CHECK(cudaMemcpyAsync(db->buckets, hb->buckets.packed, bucket_bytes,
-                               cudaMemcpyHostToDevice, stream));
-    db->num_buckets = hb->buckets.num_buckets;
-}
-// ANCHOR_END: device_batch_upload
-
 void gpt2_gpu_use_batch(GPT2Gpu *model, const DeviceBatch *db, int B, int T) {
     check_batch_shape(model, B, T);
     model->B = B;
@@ -399,9 +321,9 @@ int gpt2_gpu_forward_tokens(GPT2Gpu *model, const int32_t *inputs, const int32_t
 void gpt2_gpu_forward(GPT2Gpu *model, Gpt2ForwardMode mode, float *mean_loss) {
     const GPT2Config *c = &model->config;
     const int L = c->num_layers, NH = c->num_heads, C = c->channels;
-    const int V = c->vocab_size, Vp = c->padded_vocab_size, ld = model->logits_stride;
+    const int V = c->vocab_size, Vp = c->padded_vocab_size, ld = model->plan.logits_stride;
     const GpuContext *ctx = model->ctx;
-    const GpuOps *ops = &model->ops;
+    const GpuOps *ops = &model->plan.ops;
     const int B = model->B, T = model->T;
     if (mode != GPT2_LOGITS && !model->has_targets)
         die("gpt2_gpu_forward: a loss needs targets, and the last batch came without");
@@ -448,22 +370,6 @@ void gpt2_gpu_forward(GPT2Gpu *model, Gpt2ForwardMode mode, float *mean_loss) {
     nvtxRangePop();
 }
 
-void gpt2_gpu_download_logits(const GPT2Gpu *model, size_t first_row, size_t rows, int width,
-                              float *out) {
-    const size_t ld = (size_t)model->logits_stride;
-    float *full = xmalloc(rows * ld * sizeof(float));
-    gpt2_gpu_download_floatx(model, model->acts.logits + first_row * ld, full, rows * ld);
-    for (size_t r = 0; r < rows; r++)
-        memcpy(out + r * width, full + r * ld, (size_t)width * sizeof(float));
-    free(full);
-}
-
-float gpt2_gpu_read_loss(const GPT2Gpu *model) {
-    float loss;
-    gpu_memcpy_sync(model->ctx, &loss, model->mean_loss, sizeof loss, cudaMemcpyDeviceToHost);
-    return loss;
-}
-
 // ---- backward --------------------------------------------------------------------
 
 static void backward_pass(GPT2Gpu *model, int zero_grads);
@@ -475,9 +381,9 @@ static void backward_pass(GPT2Gpu *model, int zero_grads) {
     const GPT2Config *c = &model->config;
     const int B = model->B, T = model->T;
     const int L = c->num_layers, NH = c->num_heads, C = c->channels;
-    const int V = c->vocab_size, Vp = c->padded_vocab_size, ld = model->logits_stride;
+    const int V = c->vocab_size, Vp = c->padded_vocab_size, ld = model->plan.logits_stride;
     const GpuContext *ctx = model->ctx;
-    const GpuOps *ops = &model->ops;
+    const GpuOps *ops = &model->plan.ops;
     if (model->last_mode != GPT2_TRAIN)
         die("gpt2_gpu_backward: the last forward pass was not a GPT2_TRAIN one");
     floatX *const *p = model->params_of;
@@ -533,179 +439,3 @@ static void backward_pass(GPT2Gpu *model, int zero_grads) {
     nvtxRangePop();
 }
 
-// ---- update ----------------------------------------------------------------------
-
-// One AdamW step for every tensor, after the clipping.
-static void adamw_all_tensors(GPT2Gpu *model, float lr, const AdamWConfig *cfg, int t) {
-    const GpuContext *ctx = model->ctx;
-    // ANCHOR: adamw_per_tensor
-    // Chapter 00 launches AdamW once per tensor of our flat layout (17
-    // launches, 16 when lm_head is tied), walking the tensors one by one as
-    // PyTorch's for-loop implementation does (PyTorch's GPT-2 has 149 tensors,
-    // each a few kernels there); chapter 09 fuses them into one launch.
-    const AdamLayout *l = &model->adam;
-    for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
-        const size_t n = l->size[i], p = l->param_offset[i], s = l->state_offset[i];
-        if (n == 0) continue;
-        // master is NULL in the fp32 build: the update is then made in params.
-        float *master = model->master ? model->master + p : NULL;
-        if (l->quantized[i])  // chapter 10 without the fused launches
-            adamw8bit_update_v1(ctx, model->params + p, master, model->grads + p, model->m_q + s,
-                                model->v_q + s, model->m_absmax + s / Q8_BLOCK,
-                                model->v_absmax + s / Q8_BLOCK, n, lr, cfg,
-                                gpt2_param_is_decayed(i), t, NULL);
-        else
-            adamw_update_v1(ctx, model->params + p, master, model->grads + p, model->m + s,
-                            model->v + s, n, lr, cfg, gpt2_param_is_decayed(i), t);
-    }
-    // ANCHOR_END: adamw_per_tensor
-}
-
-// Chapters 00-08: the gradients clipped in place, then adamw_all_tensors.
-// Returns the norm when the host read it (chapters 00-02), else NaN.
-static float clip_then_adamw(GPT2Gpu *model, float lr, const AdamWConfig *cfg, float max_norm,
-                             int t, const float *norm) {
-    const GpuContext *ctx = model->ctx;
-    const size_t n = model->num_params;
-    float host_norm = NAN;
-    // ANCHOR: clip
-    if (model->optim.sync_avoidance) {
-        // Chapter 03: the norm stays on the device; so does the factor
-        // computed from it, which the scaling kernel reads from memory.
-        grad_clip_factor_v1(ctx, model->clip_factor, norm, max_norm);
-        scale_by_device_factor_v1(ctx, model->grads, n, model->clip_factor);
-    } else {
-        // Chapters 00-02: the host reads the norm back (and waits for it).
-        gpu_memcpy_sync(model->ctx, &host_norm, norm, sizeof host_norm, cudaMemcpyDeviceToHost);
-        float factor = grad_clip_factor(host_norm, max_norm);
-        if (factor < 1.0f) scale_v1(ctx, model->grads, n, factor);
-    }
-    // ANCHOR_END: clip
-    adamw_all_tensors(model, lr, cfg, t);
-    return host_norm;
-}
-
-// Chapter 09: two launches after the norm's, whatever the number of tensors,
-// and the gradients only read: the clipping is folded into the update. The
-// clip factor is the device's even without sync avoidance, where the host
-// still reads the norm back, only to return it.
-static float adamw_fused_step(GPT2Gpu *model, float lr, const AdamWConfig *cfg, float max_norm,
-                              int t, float *norm) {
-    const GpuContext *ctx = model->ctx;
-    float host_norm = NAN;
-    // ANCHOR: adamw_fused_call
-    // The step's values (t, lr, the bias corrections, the clip factor from
-    // the norm) go to device memory; the one update launch reads them there.
-    if (model->schedule)  // chapter 11: from the device's table (gpt2_gpu.h)
-        adamw_begin_step_v3(ctx, model->adamw_step, norm, max_norm,
-                            1.0f / (float)model->micro_batches, model->schedule,
-                            model->schedule_steps);
-    else
-        adamw_begin_step_v2(ctx, model->adamw_step, norm, max_norm, t, lr, cfg);
-    adamw_fused_v2(ctx, &model->adamw_tensors, model->params, model->master, model->grads,
-                   model->m, model->v, model->adamw_step, cfg);
-    // ANCHOR_END: adamw_fused_call
-    // ANCHOR: adamw8bit_call
-    // Chapter 10: the tensors whose moments are 8-bit, in a launch of their own.
-    adamw8bit_fused_v2(ctx, &model->adamw8_tensors, model->params, model->master, model->grads,
-                       model->m_q, model->v_q, model->m_absmax, model->v_absmax,
-                       model->adamw_step, cfg);
-    // ANCHOR_END: adamw8bit_call
-    if (!model->optim.sync_avoidance)
-        gpu_memcpy_sync(model->ctx, &host_norm, norm, sizeof host_norm, cudaMemcpyDeviceToHost);
-    return host_norm;
-}
-
-float gpt2_gpu_update(GPT2Gpu *model, float lr, const AdamWConfig *cfg, float max_norm, int t,
-                      float *norm) {
-    if (model->schedule && t > model->schedule_steps)
-        die("gpt2_gpu_update: step %d is past the %d steps of the device's schedule", t,
-            model->schedule_steps);
-    nvtxRangePushA("optimizer");
-    grad_norm_v1(model->ctx, norm, model->scratch, model->grads, model->num_params);
-    float host_norm = model->optim.fused_optimizer
-                          ? adamw_fused_step(model, lr, cfg, max_norm, t, norm)
-                          : clip_then_adamw(model, lr, cfg, max_norm, t, norm);
-    nvtxRangePop();
-    return host_norm;
-}
-
-// ANCHOR: adam_state_transfer
-static void check_layout(const GPT2Gpu *model, const AdamState *s) {
-    if (!adam_layout_equal(&s->layout, &model->adam))
-        die("gpt2_gpu: an AdamState of another layout (adam_state_convert it first)");
-}
-
-void gpt2_gpu_get_state(const GPT2Gpu *model, AdamState *s) {
-    check_layout(model, s);
-    const AdamLayout *l = &model->adam;
-    gpu_memcpy_sync(model->ctx, s->m, model->m, l->fp32_values * sizeof(float), cudaMemcpyDeviceToHost);
-    gpu_memcpy_sync(model->ctx, s->v, model->v, l->fp32_values * sizeof(float), cudaMemcpyDeviceToHost);
-    if (l->q8_values == 0) return;
-    gpu_memcpy_sync(model->ctx, s->m_q, model->m_q, l->q8_values, cudaMemcpyDeviceToHost);
-    gpu_memcpy_sync(model->ctx, s->v_q, model->v_q, l->q8_values, cudaMemcpyDeviceToHost);
-    gpu_memcpy_sync(model->ctx, s->m_absmax, model->m_absmax, l->q8_blocks * sizeof(float),
-                    cudaMemcpyDeviceToHost);
-    gpu_memcpy_sync(model->ctx, s->v_absmax, model->v_absmax, l->q8_blocks * sizeof(float),
-                    cudaMemcpyDeviceToHost);
-}
-
-void gpt2_gpu_set_state(GPT2Gpu *model, const AdamState *s) {
-    check_layout(model, s);
-    const AdamLayout *l = &model->adam;
-    gpu_memcpy_sync(model->ctx, model->m, s->m, l->fp32_values * sizeof(float), cudaMemcpyHostToDevice);
-    gpu_memcpy_sync(model->ctx, model->v, s->v, l->fp32_values * sizeof(float), cudaMemcpyHostToDevice);
-    if (l->q8_values == 0) return;
-    gpu_memcpy_sync(model->ctx, model->m_q, s->m_q, l->q8_values, cudaMemcpyHostToDevice);
-    gpu_memcpy_sync(model->ctx, model->v_q, s->v_q, l->q8_values, cudaMemcpyHostToDevice);
-    gpu_memcpy_sync(model->ctx, model->m_absmax, s->m_absmax, l->q8_blocks * sizeof(float),
-                    cudaMemcpyHostToDevice);
-    gpu_memcpy_sync(model->ctx, model->v_absmax, s->v_absmax, l->q8_blocks * sizeof(float),
-                    cudaMemcpyHostToDevice);
-}
-// ANCHOR_END: adam_state_transfer
-
-void gpt2_gpu_get_moments(const GPT2Gpu *model, float *m, float *v) {
-    AdamState s;
-    adam_state_alloc(&s, &model->adam);
-    gpt2_gpu_get_state(model, &s);
-    adam_state_to_full(&s, m, v);
-    adam_state_free(&s);
-}
-
-void gpt2_gpu_download(const GPT2Gpu *model, const float *device_buffer, float *host) {
-    gpu_memcpy_sync(model->ctx, host, device_buffer, model->num_params * sizeof(float),
-                    cudaMemcpyDeviceToHost);
-}
-
-void gpt2_gpu_upload(GPT2Gpu *model, float *device_buffer, const float *host) {
-    gpu_memcpy_sync(model->ctx, device_buffer, host, model->num_params * sizeof(float),
-                    cudaMemcpyHostToDevice);
-}
-
-// ---- between the host's fp32 and the device's floatX ------------------------------
-
-// ANCHOR: floatx_host_conversion
-void gpt2_gpu_download_floatx(const GPT2Gpu *model, const floatX *device, float *host, size_t n) {
-    floatX *stored = xmalloc(n * sizeof(floatX));
-    gpu_memcpy_sync(model->ctx, stored, device, n * sizeof(floatX), cudaMemcpyDeviceToHost);
-    floats_from_floatx(host, stored, n);
-    free(stored);
-}
-
-void gpt2_gpu_get_params(const GPT2Gpu *model, float *host) {
-    if (model->master) gpt2_gpu_download(model, model->master, host);
-    else gpt2_gpu_download_floatx(model, model->params, host, model->num_params);
-}
-
-void gpt2_gpu_set_params(GPT2Gpu *model, const float *host) {
-    const size_t n = model->num_params;
-    // The bf16 build: the fp32 weights become the master copy as they are,
-    // and the bf16 working copy is each of them rounded to nearest even.
-    if (model->master) gpt2_gpu_upload(model, model->master, host);
-    floatX *stored = xmalloc(n * sizeof(floatX));
-    floatx_from_floats(stored, host, n);
-    gpu_memcpy_sync(model->ctx, model->params, stored, n * sizeof(floatX), cudaMemcpyHostToDevice);
-    free(stored);
-}
-// ANCHOR_END: floatx_host_conversion

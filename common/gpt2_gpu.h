@@ -1,6 +1,12 @@
 // gpt2_gpu.h: GPT-2 on the GPU: the same model as the CPU reference
 // (gpt2_cpu.h), layer for layer, each layer a slot of the GpuOps table
-// (gpu_ops.h) that the chapter's switches filled.
+// (gpu_ops.h) that the run's plan holds (run_plan.h).
+//
+// The code is in four files, one concern each: gpt2_gpu.c allocates the
+// model and runs its forward and backward passes over a batch (gpu_batch.h);
+// gpt2_gpu_update.c is the update, in the ways the chapters take it;
+// gpt2_gpu_transfer.c moves weights, moments, logits and the loss between
+// the host's fp32 and the device's storage type.
 //
 // Built twice (kernels/precision.h): in the fp32 build floatX is float and
 // everything is fp32; in the bf16 build (chapter 02) the parameters, their
@@ -18,7 +24,7 @@
 //                   only (NULL in fp32, where params are fp32 already); AdamW
 //                   updates them and rounds them into params
 //   acts            every activation and activation gradient: one table,
-//                   activations.h, sized by the switches
+//                   activations.h, sized by the plan
 //   scratch         one float buffer, as large as the largest kernel's need
 //   adamw_step      the values of the current AdamW step (adamw.h's AdamWStep),
 //                   which chapter 09's fused update reads from memory
@@ -37,13 +43,13 @@
 #include "activations.h"
 #include "adam_state.h"
 #include "adamw.h"
-#include "chapters.h"
-#include "encoder.h"
 #include "gpt2_config.h"
+#include "gpu_batch.h"
 #include "gpu_context.h"
 #include "gpu_ops.h"
 #include "optimizer.h"
 #include "precision.h"
+#include "run_plan.h"
 
 // What a forward pass computes. Each mode does what the one before it does,
 // and more; a kernel may drop a buffer that only another mode needs.
@@ -53,35 +59,11 @@ typedef enum {
     GPT2_TRAIN,   // and what the backward pass needs: training
 } Gpt2ForwardMode;
 
-// A batch of tokens on the host, ready to go up: the inputs, the targets,
-// and the inputs grouped by token for the embedding's backward pass
-// (encoder.h). In pageable memory (malloc) or, for chapter 03, pinned
-// memory (cudaMallocHost), which the copy engine reads by itself: see
-// gpt2_gpu_upload_batch.
-typedef struct {
-    int32_t *inputs, *targets;  // (B,T) each
-    EncoderBuckets buckets;
-    int pinned;
-} HostBatch;
-
-// The same batch on the device: what the forward and backward passes read.
-// The model has one of its own (gpt2_gpu_upload_batch fills it); chapter 08's
-// data workers keep two more and hand them to the model in turn
-// (gpt2_gpu_use_batch).
-typedef struct {
-    int32_t *inputs, *targets;  // (B,T) each
-    int32_t *buckets;           // encoder_buckets_ints(B*T): the inputs grouped by token
-    int num_buckets;            // of the batch it holds (encoder_backward's grid)
-} DeviceBatch;
-
-void host_batch_init(HostBatch *hb, int B, int T, int V, int pinned);
-void host_batch_free(HostBatch *hb);
 
 typedef struct {
     GPT2Config config;
     GpuContext *ctx;
-    Optimizations optim;  // the chapter's switches...
-    GpuOps ops;           // ...and the kernels they chose (gpu_ops_select)
+    RunPlan plan;         // the run's plan (run_plan.h): its kernels, buffers and update
     size_t param_sizes[NUM_PARAM_TENSORS];
     size_t num_params;
     floatX *params, *grads;  // what the forward and backward passes read and write
@@ -96,7 +78,6 @@ typedef struct {
     int has_targets;         // it came with targets
     Gpt2ForwardMode last_mode;
     GpuActivations acts;
-    int logits_stride;       // of acts.logits' rows: Vp, or more (gpu_ops_logits_stride)
     float *scratch;
     size_t scratch_floats;
     DeviceBatch own;            // the batch gpt2_gpu_upload_batch fills
@@ -109,19 +90,18 @@ typedef struct {
     AdamWTensors adamw_tensors; // host: the fp32-state tensors' table that adamw_fused_v2 takes
     AdamWTensors adamw8_tensors;// host: the 8-bit-state tensors' (chapter 10), blocks of 256
     // Chapter 11 (gpt2_gpu_set_schedule): every step's lr and bias corrections
-    // on the device, and the micro-batches summed into each step.
+    // on the device.
     AdamWScheduleEntry *schedule;  // device, schedule_steps entries (NULL: none)
     int schedule_steps;
-    int micro_batches;
     size_t device_bytes;        // everything this model allocated
 } GPT2Gpu;
 
-// Picks the kernels for the switches o (gpu_ops_select; it also sets the
-// context's launch settings), allocates everything for batches up to
-// (max_B, max_T), and copies the host parameters (num_params floats,
-// gpt2_config.h's layout) to the device (gpt2_gpu_set_params).
+// Takes the plan's kernels and sets the context's launch settings from it,
+// allocates everything the plan needs for batches up to (max_B, max_T), and
+// copies the host parameters (num_params floats, gpt2_config.h's layout) to
+// the device (gpt2_gpu_set_params).
 void gpt2_gpu_init(GPT2Gpu *model, GpuContext *ctx, const GPT2Config *cfg, const float *params,
-                   int max_B, int max_T, const Optimizations *o);
+                   int max_B, int max_T, const RunPlan *plan);
 void gpt2_gpu_free(GPT2Gpu *model);
 
 // Checks a batch of (B,T) tokens, groups the inputs by token, and copies
@@ -135,23 +115,6 @@ void gpt2_gpu_free(GPT2Gpu *model);
 int gpt2_gpu_upload_batch(GPT2Gpu *model, HostBatch *hb, int with_targets, int B, int T,
                           char *err);
 
-// Host work of a batch before it goes up: checks that its B*T tokens (and
-// targets, with with_targets) are in [0, V) and, with targets, groups the
-// inputs by token into hb->buckets. Returns -1 with a reason in err.
-int host_batch_prepare(HostBatch *hb, int with_targets, int B, int T, int V, char *err);
-
-// DeviceBatch buffers for batches up to B*T tokens (returns their bytes,
-// device_batch_bytes), and their freeing.
-size_t device_batch_bytes(int B, int T);
-size_t device_batch_alloc(DeviceBatch *db, int B, int T);
-void device_batch_free(DeviceBatch *db);
-
-// Queues the copies of a prepared, pinned host batch (inputs, targets,
-// buckets) into db on `stream`: the copy engine reads hb when the stream
-// gets there, so hb must be left alone until an event recorded after this
-// call is done.
-void device_batch_upload_async(DeviceBatch *db, const HostBatch *hb, int B, int T,
-                               cudaStream_t stream);
 
 // Chapter 08: the passes read db, a training batch of (B,T) with targets,
 // already on the device (or queued to be: the caller orders the copies
@@ -194,23 +157,27 @@ void gpt2_gpu_backward_add(GPT2Gpu *model);
 // adamw8bit_fused_v2, for the tensors whose moments are 8-bit (without the
 // fused switch, adamw8bit_update_v1 per such tensor).
 //
-// Chapter 11: once gpt2_gpu_set_schedule has run, the step's values come
-// from the device's table instead (adamw_begin_step_v3): lr is then unused,
-// t only checked against the table's length, and no launch takes an
-// argument that changes from step to step, so the update can be captured in
-// a CUDA graph. A replayed graph makes no call, and so no check: its caller
-// checks every step (train_gpu.c), and the kernel reads nothing past the
-// table's end.
+// The plan's update with the step's values given by the host (chapters
+// 00-10); a plan whose values come from the device refuses it.
 float gpt2_gpu_update(GPT2Gpu *model, float lr, const AdamWConfig *cfg, float max_norm, int t,
                       float *norm);
 
+// Chapter 11: the same update with the step's values from the device's table
+// (adamw_begin_step_v3), which gpt2_gpu_set_schedule uploaded: no launch
+// takes an argument that changes from step to step, so the update can be
+// captured in a CUDA graph, and one that sums N micro-batches (the plan's
+// micro_batches) takes their mean. The device counts the steps; a replayed
+// graph makes no call, so its caller checks every step against the table
+// (train_gpu.c), and the kernel reads nothing past the table's end.
+float gpt2_gpu_update_scheduled(GPT2Gpu *model, const AdamWConfig *cfg, float max_norm,
+                                float *norm);
+
 // Chapter 11: uploads the lr and bias corrections of steps 1..steps
-// (adamw_schedule_build), sets the device's step counter to steps_done (the
-// steps already taken: a resumed run's), and records that each step sums
-// the gradients of micro_batches backward passes (their mean is what the
-// update uses). Needs the fused optimizer (chapter 09).
+// (adamw_schedule_build) and sets the device's step counter to steps_done
+// (the steps already taken: a resumed run's). The plan must take the step's
+// values from the device (run_plan.h: device_schedule).
 void gpt2_gpu_set_schedule(GPT2Gpu *model, const LrSchedule *lr, const AdamWConfig *cfg,
-                           int steps, int steps_done, int micro_batches);
+                           int steps, int steps_done);
 
 // AdamW's moments to and from the host, in the model's layout (s->layout must
 // be model->adam: adam_state_alloc(s, &model->adam)).

@@ -121,7 +121,7 @@ static void attention_backward_flash(const GpuContext *ctx, floatX *dqkv, float 
 
 // ---- the chapters' choices ---------------------------------------------------------
 // ANCHOR: gpu_ops_select
-GpuOps gpu_ops_select(const Optimizations *o, GpuContext *ctx) {
+GpuOps gpu_ops_select(const Optimizations *o, GpuLaunchSettings *launch) {
     // Chapter 00: one eager kernel per op.
     GpuOps ops = {
         .encoder_forward = encoder_forward_v1,
@@ -138,11 +138,11 @@ GpuOps gpu_ops_select(const Optimizations *o, GpuContext *ctx) {
     };
     // Chapter 01: the same GEMMs, with fp32 operands fed to the tensor cores
     // in TF32 (a setting every GEMM launch reads: gpu_gemm_compute_type).
-    ctx->tensor_cores = o->tensor_cores;
+    launch->tensor_cores = o->tensor_cores;
     // Chapter 02 is the bf16 build: the same slots, compiled for bf16.
     // Chapter 03: every launch is still checked, but the host no longer
     // waits for each kernel to finish.
-    ctx->sync_after_launch = !o->sync_avoidance;
+    launch->sync_after_launch = !o->sync_avoidance;
     // Chapter 04: fewer trips to memory. The residual add joins the next
     // layernorm; bias, GELU and their gradients run in the GEMMs' epilogues;
     // the classifier is one kernel that writes dlogits over the logits; the
@@ -169,11 +169,17 @@ GpuOps gpu_ops_select(const Optimizations *o, GpuContext *ctx) {
     // layernorm backward's parameter gradients, whose kernels left most of
     // the GPU idle.
     if (o->cuda_graphs) ops.encoder_backward = encoder_backward_v2;
-    ctx->gemm_autotune = o->gemm_autotune;
+    launch->gemm_autotune = o->gemm_autotune;
     if (o->tuned_layernorm) ops.layernorm_backward = layernorm_backward_v3;
     return ops;
 }
 // ANCHOR_END: gpu_ops_select
+
+void gpu_launch_apply(GpuContext *ctx, const GpuLaunchSettings *launch) {
+    ctx->sync_after_launch = launch->sync_after_launch;
+    ctx->tensor_cores = launch->tensor_cores;
+    ctx->gemm_autotune = launch->gemm_autotune;
+}
 
 int gpu_ops_logits_stride(const Optimizations *o, int Vp) {
     const int align = o->kernel_fusion ? 8 : 1;  // 8 floatX: 16 bytes in bf16

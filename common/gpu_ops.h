@@ -101,9 +101,19 @@ typedef struct {
                              int T, int C);
 } GpuOps;
 
-// The slots for the switches in o, and the two launch settings of the
-// context (ctx->tensor_cores, ctx->sync_after_launch) that are switches too.
-GpuOps gpu_ops_select(const Optimizations *o, GpuContext *ctx);
+// The switches that change how every launch is made rather than which
+// kernel runs: the context's fields of the same names (gpu_context.h), set
+// from these by gpu_launch_apply.
+typedef struct {
+    int sync_after_launch;  // chapters 00-02: wait after every launch
+    int tensor_cores;       // chapter 01: TF32 for the fp32 GEMMs
+    int gemm_autotune;      // chapter 11: each GEMM shape's kernel picked by timing
+} GpuLaunchSettings;
+
+// The slots for the switches in o, and the launch settings that are
+// switches too.
+GpuOps gpu_ops_select(const Optimizations *o, GpuLaunchSettings *launch);
+void gpu_launch_apply(GpuContext *ctx, const GpuLaunchSettings *launch);
 
 // The row stride of the logits for a model of Vp vocabulary rows: Vp, or
 // from chapter 04 on Vp rounded up to a multiple of 8 (16 bytes of bf16), so

@@ -33,10 +33,10 @@ static size_t max_size(size_t a, size_t b) { return a > b ? a : b; }
 // One scratch buffer serves every kernel: none keeps anything in it between
 // calls. The eager attention's is the largest by far (its (B,NH,T,T)
 // scores); flash attention needs one float per row.
-size_t memory_plan_scratch_floats(const GPT2Config *c, int B, int T, const Optimizations *o) {
+size_t memory_plan_scratch_floats(const GPT2Config *c, int B, int T, const RunPlan *run) {
     int C = c->channels, NH = c->num_heads;
     size_t n = GRAD_NORM_MAX_BLOCKS;
-    if (o->flash_attention) {
+    if (!run->keeps_scores) {  // flash attention
         n = max_size(n, attention_backward_v2_scratch_floats(B, T, NH));
     } else {
         n = max_size(n, attention_forward_scratch_floats(B, T, C, NH));
@@ -51,51 +51,51 @@ size_t memory_plan_scratch_floats(const GPT2Config *c, int B, int T, const Optim
 // Chapter 04's GEMMs on cuBLASLt: its workspace, and the lm_head's weight
 // and gradient copied to a width that is a multiple of 8 when the
 // vocabulary is not padded (matmul_lt.h).
-static size_t gemm_bytes(const GPT2Config *c, const Optimizations *o) {
-    if (!o->kernel_fusion) return 0;
+static size_t gemm_bytes(const GPT2Config *c, const RunPlan *run) {
+    if (!run->lt_gemms) return 0;
     return matmul_lt_workspace_bytes() +
            2 * matmul_lt_padded_weight_bytes(c->padded_vocab_size, c->channels);
 }
 
-MemoryPlan memory_plan(const GPT2Config *cfg, int B, int T, const Optimizations *o) {
+MemoryPlan memory_plan(const GPT2Config *cfg, int B, int T, const RunPlan *run) {
     MemoryPlan p = {0};
     const size_t n = gpt2_num_params(cfg);
-    const AdamLayout l = adam_layout_for(cfg, o->adamw_8bit);
+    const AdamLayout l = adam_layout_for(cfg, run->moments_8bit);
     p.params = p.grads = n * sizeof(floatX);
     p.adam_fp32 = 2 * l.fp32_values * sizeof(float);
     p.adam_8bit = 2 * (l.q8_values + l.q8_blocks * sizeof(float));
 #ifdef PRECISION_BF16
     p.master = n * sizeof(float);
 #endif
-    p.activations = activations_bytes(cfg, B, T, o);
-    p.scratch = memory_plan_scratch_floats(cfg, B, T, o) * sizeof(float);
+    p.activations = activations_bytes(cfg, B, T, run);
+    p.scratch = memory_plan_scratch_floats(cfg, B, T, run) * sizeof(float);
     p.batch = device_batch_bytes(B, T);
     p.scalars = 3 * sizeof(float) + sizeof(AdamWStep);
     p.model = p.params + p.grads + p.adam_fp32 + p.adam_8bit + p.master + p.activations +
               p.scratch + p.batch + p.scalars;
-    p.gemm = gemm_bytes(cfg, o);
-    p.workers = o->data_workers ? 2 * device_batch_bytes(B, T) : 0;
+    p.gemm = gemm_bytes(cfg, run);
+    p.workers = run->workers ? 2 * device_batch_bytes(B, T) : 0;
     // The largest output a trial keeps a copy of: a weight's gradient.
     const size_t widest = max_size((size_t)cfg->padded_vocab_size, 4 * (size_t)cfg->channels);
-    p.autotune = o->gemm_autotune
+    p.autotune = run->launch.gemm_autotune
                      ? widest * cfg->channels * sizeof(floatX) + L2_FLUSH_ALLOWANCE : 0;
     p.libraries = LIBRARIES_ALLOWANCE;
     p.total = p.model + p.gemm + p.workers + p.autotune + p.libraries;
     return p;
 }
 
-int memory_plan_largest_batch(const GPT2Config *cfg, int B, int T, const Optimizations *o,
+int memory_plan_largest_batch(const GPT2Config *cfg, int B, int T, const RunPlan *run,
                               size_t free_bytes) {
     for (int b = B; b >= 1; b /= 2)
-        if (memory_plan(cfg, b, T, o).total <= free_bytes) return b;
+        if (memory_plan(cfg, b, T, run).total <= free_bytes) return b;
     return 0;
 }
 
 static double gib(size_t bytes) { return bytes / (double)(1 << 30); }
 
-int memory_plan_check(const GPT2Config *cfg, int B, int T, const Optimizations *o,
+int memory_plan_check(const GPT2Config *cfg, int B, int T, const RunPlan *run,
                       size_t free_bytes, char *err) {
-    const MemoryPlan p = memory_plan(cfg, B, T, o);
+    const MemoryPlan p = memory_plan(cfg, B, T, run);
     if (p.total <= free_bytes) return 0;
     char need[160];
     snprintf(need, sizeof need,
@@ -103,18 +103,18 @@ int memory_plan_check(const GPT2Config *cfg, int B, int T, const Optimizations *
              "the model %.1f, libraries and buffers %.1f), and the GPU has %.1f GiB free", B, T,
              gib(p.total), gib(p.activations), gib(p.model - p.activations),
              gib(p.total - p.model), gib(free_bytes));
-    const int fits = memory_plan_largest_batch(cfg, B, T, o, free_bytes);
+    const int fits = memory_plan_largest_batch(cfg, B, T, run, free_bytes);
     if (fits == 0)
         return fail(err, "%s: not even -b 1 fits (%.1f GiB); a shorter -t, or a GPU with more "
-                         "memory", need, gib(memory_plan(cfg, 1, T, o).total));
+                         "memory", need, gib(memory_plan(cfg, 1, T, run).total));
     // Chapter 11's micro-batches train the same step in the memory of the
-    // smaller batch; they need what its graphs need (train_gpu.c).
-    if (o->sync_avoidance && o->fused_optimizer && B % fits == 0)
+    // smaller batch; they need what its graphs need (run_plan.c).
+    if (run->async && run->fused_update && B % fits == 0)
         return fail(err, "%s: -b %d fits (about %.1f GiB), and -b %d --grad-accum %d trains "
                          "the same %d sequences a step", need, fits,
-                    gib(memory_plan(cfg, fits, T, o).total), fits, B / fits, B);
+                    gib(memory_plan(cfg, fits, T, run).total), fits, B / fits, B);
     return fail(err, "%s: -b %d fits (about %.1f GiB)", need, fits,
-                gib(memory_plan(cfg, fits, T, o).total));
+                gib(memory_plan(cfg, fits, T, run).total));
 }
 
 void memory_plan_print(const MemoryPlan *p, FILE *out) {

@@ -19,8 +19,8 @@
 #include <stddef.h>
 #include <stdio.h>
 
-#include "chapters.h"
 #include "gpt2_config.h"
+#include "run_plan.h"
 
 typedef struct {
     // The model's buffers (gpt2_gpu.h), in bytes.
@@ -41,23 +41,24 @@ typedef struct {
     size_t total;
 } MemoryPlan;
 
-// The plan of a run of the model cfg at batches of (B, T) with switches o.
-MemoryPlan memory_plan(const GPT2Config *cfg, int B, int T, const Optimizations *o);
+// The memory of a run of the model cfg at batches of (B, T), as its plan
+// (run_plan.h) runs it.
+MemoryPlan memory_plan(const GPT2Config *cfg, int B, int T, const RunPlan *run);
 
 // Floats of the model's scratch buffer (part of the plan; gpt2_gpu_init
 // allocates this many).
-size_t memory_plan_scratch_floats(const GPT2Config *cfg, int B, int T, const Optimizations *o);
+size_t memory_plan_scratch_floats(const GPT2Config *cfg, int B, int T, const RunPlan *run);
 
 // The largest batch, B halved until it fits, whose plan fits in free_bytes;
 // 0 when not even B = 1 fits.
-int memory_plan_largest_batch(const GPT2Config *cfg, int B, int T, const Optimizations *o,
+int memory_plan_largest_batch(const GPT2Config *cfg, int B, int T, const RunPlan *run,
                               size_t free_bytes);
 
 // When the plan of (B, T) does not fit in free_bytes: 0 fits; else -1, and
 // err says how much the run needs, how much the GPU has, and which flags
 // make it fit (a smaller -b, and --grad-accum for the same step where the
-// switches allow it).
-int memory_plan_check(const GPT2Config *cfg, int B, int T, const Optimizations *o,
+// plan's update allows it).
+int memory_plan_check(const GPT2Config *cfg, int B, int T, const RunPlan *run,
                       size_t free_bytes, char *err);
 
 // The plan, one line per part (`--memory`).

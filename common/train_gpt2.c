@@ -370,7 +370,7 @@ static void report_steps(const GpuFlags *f, GpuTrainer *tr, Report *rep, StepLog
         log->ms[log->n] = s->ms, log->data[log->n] = s->data_ms, log->fwd[log->n] = s->forward_ms;
         log->bwd[log->n] = s->backward_ms, log->opt[log->n] = s->optimizer_ms;
         log->n++;
-        if (!tr->optim.sync_avoidance && s->step % opt->log_every != 0 && s->step != opt->steps)
+        if (!tr->plan.async && s->step % opt->log_every != 0 && s->step != opt->steps)
             continue;
         double tok_s = tokens_per_step(opt) / (s->ms / 1e3);
         double tflops = rep->flops_tok * tok_s / 1e12;
@@ -459,7 +459,7 @@ static int train(const GpuFlags *f, const TrainOptions *opt, const Tokenizer *to
     if (opt->grad_accum > 1)
         printf("batch: %d micro-batches of B=%d a step (--grad-accum): %d sequences\n",
                opt->grad_accum, opt->B, opt->B * opt->grad_accum);
-    const MemoryPlan plan = memory_plan(c, opt->B, opt->T, &f->optim);
+    const MemoryPlan plan = memory_plan(c, opt->B, opt->T, &tr.plan);
     printf("memory: %.2f GiB planned (the model %.2f GiB); %.2f GiB were free\n",
            plan.total / (double)(1 << 30), plan.model / (double)(1 << 30),
            tr.free_at_start / (double)(1 << 30));
@@ -492,7 +492,7 @@ static int train(const GpuFlags *f, const TrainOptions *opt, const Tokenizer *to
         // Chapters 00-02 know the step's loss now: a diverged step has ruined
         // the weights, so stop at once and save nothing. (Chapter 03 checks
         // the numbers when they arrive, in report_steps.)
-        if (!tr.optim.sync_avoidance && check_step_finite(s.step, s.loss, s.grad_norm, err))
+        if (!tr.plan.async && check_step_finite(s.step, s.loss, s.grad_norm, err))
             die("%s", err);
         // The steps' numbers are read at each log line. In chapter 03 that is
         // where the host waits for the device, so it is also done before

@@ -95,29 +95,17 @@ static int restore_state(GpuTrainer *tr, char *err) {
     return rc;
 }
 
-// What chapter 11's step needs of the chapters before it.
-static int check_step_switches(const TrainOptions *opt, const Optimizations *o, char *err) {
-    const char *flag = o->cuda_graphs ? "--cuda-graphs" : "--grad-accum";
-    if ((o->cuda_graphs || opt->grad_accum > 1) && !o->sync_avoidance)
-        return fail(err, "%s needs --sync-avoidance (chapter 03): its step reads its numbers "
-                         "back later, and a graph may not wait for the host inside a step", flag);
-    if ((o->cuda_graphs || opt->grad_accum > 1) && !o->fused_optimizer)
-        return fail(err, "%s needs --fused-optimizer (chapter 09): the per-tensor updates take "
-                         "the step's lr as an argument, not from the device", flag);
-    return 0;
-}
-
 // ANCHOR: check_memory
-// The run's memory, planned from the model's shape, the batch and the
-// switches (memory_plan.h), against what the GPU has free: a run that cannot
-// fit is refused here, before anything is allocated, naming the batch that
-// fits, rather than failing halfway through its first step.
-static int check_memory(const TrainOptions *opt, const Optimizations *o, const GPT2Config *cfg,
+// The run's memory, planned from the model's shape, the batch and the run's
+// plan (memory_plan.h), against what the GPU has free: a run that cannot fit
+// is refused here, before anything is allocated, naming the batch that fits,
+// rather than failing halfway through its first step.
+static int check_memory(const TrainOptions *opt, const RunPlan *plan, const GPT2Config *cfg,
                         size_t *free_bytes, char *err) {
     size_t total;
     CUDA_CHECK(cudaMemGetInfo(free_bytes, &total));
     char why[ERR_LEN];
-    if (memory_plan_check(cfg, opt->B, opt->T, o, *free_bytes, why) == 0) return 0;
+    if (memory_plan_check(cfg, opt->B, opt->T, plan, *free_bytes, why) == 0) return 0;
     return fail(err, "the run does not fit on the GPU: %s", why);
 }
 // ANCHOR_END: check_memory
@@ -127,7 +115,7 @@ static int check_memory(const TrainOptions *opt, const Optimizations *o, const G
 // cudaFree wait for the device, and so, at times, does cudaMalloc.
 static void alloc_step_buffers(GpuTrainer *tr) {
     const int B = tr->opt.B, T = tr->opt.T, V = tr->model.config.vocab_size;
-    const int async = tr->optim.sync_avoidance;
+    const int async = tr->plan.async;
     for (int b = 0; b < (async ? 2 : 1); b++) {
         host_batch_init(&tr->batches[b], B, T, V, async);
         // Only waited for, never timed: cheaper to record.
@@ -159,30 +147,35 @@ static void free_step_buffers(GpuTrainer *tr) {
     if (tr->readback.host) loss_readback_free(&tr->readback);
 }
 
+// The data, the weights, then the plan (which needs the model's shape), the
+// GPU the plan names and the memory it needs, the model, and the step's own
+// buffers; on a failure everything made so far is given back.
 int gpu_trainer_init(GpuTrainer *tr, const TrainOptions *opt, const Optimizations *optim,
                      char *err) {
     memset(tr, 0, sizeof(*tr));
-    if (check_step_switches(opt, optim, err)) return -1;
     tr->opt = *opt;
-    tr->optim = *optim;
     rng_seed(&tr->sampler, opt->seed ^ 0x5A5A5A5Aull);
     if (open_data(opt, &tr->train, &tr->val, &tr->has_val, err)) return -1;
     GPT2Config cfg;
-    float *params;
-    if (initial_params(opt, optim, &cfg, &params, err)) {
+    float *params = NULL;
+    if (initial_params(opt, optim, &cfg, &params, err) ||
+        run_plan_build(&tr->plan, optim, cfg.padded_vocab_size, opt->grad_accum, err)) {
+        free(params);
         dataloader_free(&tr->train);
         if (tr->has_val) dataloader_free(&tr->val);
         return -1;
     }
-    gpu_context_init(&tr->ctx, 0);
-    if (check_memory(opt, optim, &cfg, &tr->free_at_start, err)) {
+    const RunPlan *plan = &tr->plan;
+    dataloader_set_rank(&tr->train, plan->rank, plan->world_size);
+    gpu_context_init(&tr->ctx, plan->device);
+    if (check_memory(opt, plan, &cfg, &tr->free_at_start, err)) {
         free(params);
         gpu_context_free(&tr->ctx);
         dataloader_free(&tr->train);
         if (tr->has_val) dataloader_free(&tr->val);
         return -1;
     }
-    gpt2_gpu_init(&tr->model, &tr->ctx, &cfg, params, opt->B, opt->T, optim);
+    gpt2_gpu_init(&tr->model, &tr->ctx, &cfg, params, opt->B, opt->T, plan);
     free(params);
     alloc_step_buffers(tr);
     if (opt->resume_from[0] && restore_state(tr, err)) {
@@ -190,13 +183,12 @@ int gpu_trainer_init(GpuTrainer *tr, const TrainOptions *opt, const Optimization
         return -1;
     }
     // Chapter 11: every step's values on the device, from the step the run is at.
-    if (optim->cuda_graphs || opt->grad_accum > 1)
-        gpt2_gpu_set_schedule(&tr->model, &opt->lr, &opt->adamw, opt->steps, tr->step,
-                              opt->grad_accum);
+    if (plan->device_schedule)
+        gpt2_gpu_set_schedule(&tr->model, &opt->lr, &opt->adamw, opt->steps, tr->step);
     // Chapter 08: the workers start reading where the run is, after a resume's seek.
-    if (optim->data_workers) {
-        if (data_workers_start(&tr->workers, &tr->ctx, &tr->train, opt->B, opt->T, cfg.vocab_size,
-                               opt->data_threads, opt->data_delay_us, err)) {
+    if (plan->workers) {
+        if (data_workers_start(&tr->workers, &tr->ctx, &tr->train, opt->B, opt->T,
+                               cfg.vocab_size, opt->data_threads, opt->data_delay_us, err)) {
             gpu_trainer_free(tr);
             return -1;
         }
@@ -253,7 +245,7 @@ static void drop_oldest_stats(GpuTrainer *tr) {
 // until step k's copy had run; with two it can, while the device is still
 // busy with step k-1.
 static int next_host_batch(GpuTrainer *tr) {
-    if (!tr->optim.sync_avoidance) return 0;
+    if (!tr->plan.async) return 0;
     const int b = tr->batches_loaded % 2;
     // ANCHOR: wait_for_buffer
     // Done, or never recorded: the buffer is free. Else the host is two steps
@@ -274,149 +266,120 @@ static int read_batch(GpuTrainer *tr, HostBatch *hb, char *err) {
     return 0;
 }
 
-static int step_in_micro_batches(GpuTrainer *tr, GpuStepStats *s, char *err);
-
 // What the host knows of the next step when it starts it; the rest is NaN
 // until the step's numbers are read.
-static GpuStepStats step_stats_new(const GpuTrainer *tr, double data_ms) {
+static GpuStepStats step_stats_new(const GpuTrainer *tr) {
     return (GpuStepStats){.step = tr->step + 1, .lr = lr_at_step(&tr->opt.lr, tr->step),
-                          .data_ms = data_ms, .loss = NAN, .grad_norm = NAN, .ms = NAN,
+                          .data_ms = 0, .loss = NAN, .grad_norm = NAN, .ms = NAN,
                           .forward_ms = NAN, .backward_ms = NAN, .optimizer_ms = NAN};
-}
-
-// Chapter 11's step (step_in_micro_batches), with graphs or micro-batches.
-static int in_micro_batches(const GpuTrainer *tr) {
-    return tr->optim.cuda_graphs || tr->opt.grad_accum > 1;
-}
-
-int gpu_trainer_step(GpuTrainer *tr, GpuStepStats *s, char *err) {
-    if (in_micro_batches(tr)) return step_in_micro_batches(tr, s, err);
-    GpuContext *ctx = &tr->ctx;
-    GPT2Gpu *model = &tr->model;
-    const TrainOptions *opt = &tr->opt;
-    const int async = tr->optim.sync_avoidance;
-    if (tr->pending == GPU_MAX_PENDING_STEPS) {
-        if (async)
-            return fail(err, "%d steps are pending: gpu_trainer_read_stats must read them first",
-                        GPU_MAX_PENDING_STEPS);
-        drop_oldest_stats(tr);
-    }
-    const int k = tr->pending, slot = async ? k : 0;
-    const int workers = tr->optim.data_workers;
-    const int b = workers ? 0 : next_host_batch(tr);  // may wait: see above
-    HostBatch *hb = &tr->batches[b];
-    double start = now_ms();
-    if (k == 0) tr->interval_start = start;
-    // ANCHOR: step_data
-    // Chapters 00-07 read the batch here, on this thread; chapter 08 takes one
-    // that the workers prepared, and queues its copies on their stream.
-    nvtxRangePushA("data");
-    int rc = workers ? data_workers_feed(&tr->workers, model, err) : read_batch(tr, hb, err);
-    nvtxRangePop();
-    // ANCHOR_END: step_data
-    if (rc) return -1;
-    *s = step_stats_new(tr, now_ms() - start);
-    cudaEvent_t *ev = tr->step_events[slot];
-    float *loss = tr->step_scalars + 2 * slot, *norm = loss + 1;
-
-    // ANCHOR: training_step
-    CUDA_CHECK(cudaEventRecord(ev[0], ctx->stream));
-    if (!workers) {
-        if (gpt2_gpu_upload_batch(model, hb, 1, opt->B, opt->T, err)) return -1;
-        // Chapter 03: the batch's buffers are free again once this event is done.
-        if (async) CUDA_CHECK(cudaEventRecord(tr->copied[b], ctx->stream));
-    }
-    gpt2_gpu_forward(model, GPT2_TRAIN, loss);
-    // Chapters 00-02 read the loss back every step, as `loss.item()` does: the
-    // host waits here for the whole forward pass.
-    if (!async) gpu_memcpy_sync(ctx, &s->loss, loss, sizeof(float), cudaMemcpyDeviceToHost);
-    CUDA_CHECK(cudaEventRecord(ev[1], ctx->stream));
-    gpt2_gpu_backward(model);
-    CUDA_CHECK(cudaEventRecord(ev[2], ctx->stream));
-    s->grad_norm = gpt2_gpu_update(model, s->lr, &opt->adamw, opt->grad_clip, tr->step + 1, norm);
-    CUDA_CHECK(cudaEventRecord(ev[3], ctx->stream));
-    // Chapters 00-02 wait for the end of the step; chapter 03 goes on to the next.
-    if (!async) gpu_event_sync(ctx, ev[3], "the end of the step");
-    // ANCHOR_END: training_step
-    tr->step++;
-    if (!async) {
-        s->ms = now_ms() - start;
-        s->forward_ms = event_ms(ev[0], ev[1]);
-        s->backward_ms = event_ms(ev[1], ev[2]);
-        s->optimizer_ms = event_ms(ev[2], ev[3]);
-    }
-    tr->pending_stats[tr->pending++] = *s;
-    return 0;
-}
-
-// ---- chapter 11: micro-batches, and the step as a graph ---------------------------
-
-// The next training batch on the device: chapter 08's workers hand one over;
-// before them it is read here and uploaded (from pinned memory in turn).
-static int load_batch(GpuTrainer *tr, char *err) {
-    if (tr->optim.data_workers) return data_workers_feed(&tr->workers, &tr->model, err);
-    const int b = next_host_batch(tr);
-    if (read_batch(tr, &tr->batches[b], err)) return -1;
-    if (gpt2_gpu_upload_batch(&tr->model, &tr->batches[b], 1, tr->opt.B, tr->opt.T, err))
-        return -1;
-    CUDA_CHECK(cudaEventRecord(tr->copied[b], tr->ctx.stream));
-    return 0;
 }
 
 // One micro-batch's work, as the stream gets it, and what a graph records.
 typedef struct {
     GpuTrainer *tr;
-    float *loss, *norm;  // the step's (device)
-    int first, last;     // of the step's micro-batches
-    float lr;
-    int t;
+    GpuStepStats *s;       // the step's numbers: those the host reads at once (00-02)
+    float *loss, *norm;    // the step's, on the device
+    cudaEvent_t *events;   // the phases' marks (plan.phase_events), or NULL
+    int first, last;       // of the step's micro-batches
 } MicroStep;
 
 // ANCHOR: micro_step
 static void micro_step_work(void *arg) {
     const MicroStep *m = arg;
     GPT2Gpu *model = &m->tr->model;
+    const RunPlan *plan = &m->tr->plan;
     const TrainOptions *opt = &m->tr->opt;
-    const int n = opt->grad_accum;
+    const int n = plan->micro_batches;
     // One micro-batch: its mean loss is the step's. Several: each one's into
     // the model's float, then into the step's mean, on the device.
     float *loss = n == 1 ? m->loss : model->mean_loss;
     gpt2_gpu_forward(model, GPT2_TRAIN, loss);
     if (n > 1) loss_accumulate_v1(model->ctx, m->loss, loss, m->first, m->last ? n : 0);
+    // Chapters 00-02 read the loss back every step, as `loss.item()` does: the
+    // host waits here for the whole forward pass.
+    if (!plan->async)
+        gpu_memcpy_sync(model->ctx, &m->s->loss, m->loss, sizeof(float), cudaMemcpyDeviceToHost);
+    if (m->events) CUDA_CHECK(cudaEventRecord(m->events[1], model->ctx->stream));
     // The gradients: from zero at the first micro-batch, added after it.
     if (m->first) gpt2_gpu_backward(model);
     else gpt2_gpu_backward_add(model);
-    if (m->last) gpt2_gpu_update(model, m->lr, &opt->adamw, opt->grad_clip, m->t, m->norm);
+    if (m->events) CUDA_CHECK(cudaEventRecord(m->events[2], model->ctx->stream));
+    if (!m->last) return;
+    // The update's values: the host's through chapter 10, the device's table's
+    // in chapter 11. Chapters 00-02 get the norm back; later chapters NaN.
+    m->s->grad_norm =
+        plan->device_schedule
+            ? gpt2_gpu_update_scheduled(model, &opt->adamw, opt->grad_clip, m->norm)
+            : gpt2_gpu_update(model, m->s->lr, &opt->adamw, opt->grad_clip, m->s->step, m->norm);
 }
 // ANCHOR_END: micro_step
 
-static int step_in_micro_batches(GpuTrainer *tr, GpuStepStats *s, char *err) {
+// Where the step's loss and norm go on the device, and the stats it keeps:
+// chapters 00-02 read a step's numbers at once and keep the last
+// GPU_MAX_PENDING_STEPS (dropping the oldest), in slot 0; chapter 03 reads
+// them late, each pending step in a slot of its own.
+static int step_slot(GpuTrainer *tr, char *err) {
+    if (tr->pending == GPU_MAX_PENDING_STEPS) {
+        if (tr->plan.async)
+            return fail(err, "%d steps are pending: gpu_trainer_read_stats must read them first",
+                        GPU_MAX_PENDING_STEPS);
+        drop_oldest_stats(tr);
+    }
+    return tr->plan.async ? tr->pending : 0;
+}
+
+// ANCHOR: training_step
+// One step, every chapter's: for each micro-batch of the plan (one, but in
+// chapter 11 with --grad-accum), the batch loaded and the micro-batch's work
+// queued, or replayed from its graph (chapter 11); the phases timed apart
+// where the plan can (one micro-batch, no graph); and in chapters 00-02 a
+// wait for the end of the step.
+int gpu_trainer_step(GpuTrainer *tr, GpuStepStats *s, char *err) {
     GpuContext *ctx = &tr->ctx;
-    const int k = tr->pending, n = tr->opt.grad_accum;
-    if (k == GPU_MAX_PENDING_STEPS)
-        return fail(err, "%d steps are pending: gpu_trainer_read_stats must read them first", k);
+    const RunPlan *plan = &tr->plan;
+    const int slot = step_slot(tr, err);
+    if (slot < 0) return -1;
     // A replayed graph reads its step's lr from the table without asking the
     // host: the bound is checked here, for every step.
-    if (tr->step + 1 > tr->model.schedule_steps)
+    if (plan->device_schedule && tr->step + 1 > tr->model.schedule_steps)
         return fail(err, "step %d is past the %d steps of the device's schedule (--steps)",
                     tr->step + 1, tr->model.schedule_steps);
-    const double start = now_ms();
-    if (k == 0) tr->interval_start = start;
-    *s = step_stats_new(tr, 0.0);
-    cudaEvent_t *ev = tr->step_events[k];
-    float *loss = tr->step_scalars + 2 * k;  // and its norm at loss + 1
+    *s = step_stats_new(tr);
+    cudaEvent_t *ev = tr->step_events[slot];
+    float *loss = tr->step_scalars + 2 * slot;  // and its norm at loss + 1
     // ANCHOR: graph_step
-    // Replayed steps write their loss and norm to two fixed floats, copied
-    // to this step's after the replay. The profiler times kernels one by one:
+    // Replayed steps write their loss and norm to two fixed floats, copied to
+    // this step's after the replay. The profiler times kernels one by one:
     // its steps run as they are.
-    const int graphs = tr->optim.cuda_graphs && tr->warmed_up && !gpu_profiling(ctx);
+    const int graphs = plan->graphs && tr->warmed_up && !gpu_profiling(ctx);
     float *step_loss = graphs ? tr->graph_scalars : loss;
-    CUDA_CHECK(cudaEventRecord(ev[0], ctx->stream));
-    for (int i = 0; i < n; i++) {
+    double start = 0;
+    for (int i = 0; i < plan->micro_batches; i++) {
+        // ANCHOR: step_data
+        // Chapters 00-07 read the batch here, on this thread, into a host
+        // batch (chapter 03: one of two pinned ones, which may mean a wait);
+        // chapter 08 takes one that the workers prepared, and queues its
+        // copies on their stream.
+        const int b = plan->workers ? 0 : next_host_batch(tr);
+        if (i == 0) start = now_ms();
+        if (i == 0 && tr->pending == 0) tr->interval_start = start;
         const double before = now_ms();
-        if (load_batch(tr, err)) return -1;
+        nvtxRangePushA("data");
+        int rc = plan->workers ? data_workers_feed(&tr->workers, &tr->model, err)
+                               : read_batch(tr, &tr->batches[b], err);
+        nvtxRangePop();
         s->data_ms += now_ms() - before;
-        MicroStep m = {tr, step_loss, step_loss + 1, i == 0, i == n - 1, s->lr, tr->step + 1};
+        // ANCHOR_END: step_data
+        if (rc) return -1;
+        if (i == 0 && plan->phase_events) CUDA_CHECK(cudaEventRecord(ev[0], ctx->stream));
+        if (!plan->workers) {
+            if (gpt2_gpu_upload_batch(&tr->model, &tr->batches[b], 1, tr->opt.B, tr->opt.T, err))
+                return -1;
+            // Chapter 03: the batch's buffers are free again once this event is done.
+            if (plan->async) CUDA_CHECK(cudaEventRecord(tr->copied[b], ctx->stream));
+        }
+        MicroStep m = {tr, s, step_loss, step_loss + 1, plan->phase_events ? ev : NULL,
+                       i == 0, i == plan->micro_batches - 1};
         if (graphs) {
             StepGraphKey key = {tr->model.batch, m.first, m.last};
             step_graphs_launch(&tr->graphs, ctx, key, micro_step_work, &m);
@@ -428,12 +391,21 @@ static int step_in_micro_batches(GpuTrainer *tr, GpuStepStats *s, char *err) {
         gpu_memcpy_async(ctx, loss, tr->graph_scalars, 2 * sizeof(float),
                          cudaMemcpyDeviceToDevice, "copy (a replayed step's loss and norm)");
     // ANCHOR_END: graph_step
-    CUDA_CHECK(cudaEventRecord(ev[3], ctx->stream));  // no split by phase: see train_gpu.h
+    if (plan->phase_events) CUDA_CHECK(cudaEventRecord(ev[3], ctx->stream));
+    // Chapters 00-02 wait for the end of the step; chapter 03 goes on to the next.
+    if (!plan->async) gpu_event_sync(ctx, ev[3], "the end of the step");
     tr->step++;
     tr->warmed_up = 1;
+    if (!plan->async) {
+        s->ms = now_ms() - start;
+        s->forward_ms = event_ms(ev[0], ev[1]);
+        s->backward_ms = event_ms(ev[1], ev[2]);
+        s->optimizer_ms = event_ms(ev[2], ev[3]);
+    }
     tr->pending_stats[tr->pending++] = *s;
     return 0;
 }
+// ANCHOR_END: training_step
 
 int gpu_trainer_pending(const GpuTrainer *tr) { return tr->pending; }
 
@@ -442,7 +414,7 @@ int gpu_trainer_read_stats(GpuTrainer *tr, GpuStepStats *out) {
     if (n == 0) return 0;
     memcpy(out, tr->pending_stats, (size_t)n * sizeof *out);
     tr->pending = 0;
-    if (!tr->optim.sync_avoidance) return n;
+    if (!tr->plan.async) return n;
     // ANCHOR: read_stats_async
     // The one wait: for the copy of the pending steps' losses and norms,
     // queued after all of their work.
@@ -455,7 +427,7 @@ int gpu_trainer_read_stats(GpuTrainer *tr, GpuStepStats *out) {
         out[i].loss = values[2 * i];
         out[i].grad_norm = values[2 * i + 1];
         out[i].ms = ms;
-        if (in_micro_batches(tr)) continue;  // no split by phase (train_gpu.h)
+        if (!tr->plan.phase_events) continue;  // no split by phase (train_gpu.h)
         out[i].forward_ms = event_ms(ev[0], ev[1]);
         out[i].backward_ms = event_ms(ev[1], ev[2]);
         out[i].optimizer_ms = event_ms(ev[2], ev[3]);

@@ -27,8 +27,8 @@ typedef struct {
 #define GPU_MAX_PENDING_STEPS 64
 
 typedef struct {
-    TrainOptions opt;
-    Optimizations optim;
+    TrainOptions opt;           // what to train, and for how long
+    RunPlan plan;               // how: built once from the chapter's switches (run_plan.h)
     GpuContext ctx;
     GPT2Gpu model;
     DataLoader train, val;

@@ -152,7 +152,9 @@ int main(int argc, char **argv) {
             Optimizations o = chapter_optimizations(flash ? 5 : 4);
             Run r;
             memset(&r, 0, sizeof r);
-            r.ops = gpu_ops_select(&o, &ctx);  // which also turns off the sync after launches
+            GpuLaunchSettings launch;
+            r.ops = gpu_ops_select(&o, &launch);
+            gpu_launch_apply(&ctx, &launch);  // which turns off the sync after launches
             r.impl = (Impl)impl, r.B = B, r.T = T;
             const size_t scratch = flash ? attention_backward_v2_scratch_floats(B, T, NH)
                                          : attention_backward_scratch_floats(B, T, C, NH);

@@ -7,25 +7,28 @@
 #include "gpu_ops.h"
 #include "gpu_test.h"
 #include "profiler.h"
+#include "run_plan.h"
 #include "softmax_crossentropy.h"
 
 TestSuite(gpu_ops, .init = gpu_test_init, .fini = gpu_test_fini);
 
 // Every slot is filled, but classifier_backward, which a fused classifier
-// leaves empty, and the context's launch settings follow the switches.
+// leaves empty, and the launch settings follow the switches.
 Test(gpu_ops, every_chapter_fills_every_slot) {
     for (int n = chapter_first_of_precision(PRECISION_NAME); n < chapter_count(); n++) {
         const Chapter *ch = chapter_get(n);
         if (strcmp(ch->precision, PRECISION_NAME) != 0) continue;
         Optimizations o = chapter_optimizations(n);
-        GpuOps ops = gpu_ops_select(&o, &gt_ctx);
+        GpuLaunchSettings launch;
+        GpuOps ops = gpu_ops_select(&o, &launch);
         cr_assert(ops.encoder_forward && ops.layernorm_forward &&
                       ops.residual_layernorm_forward && ops.matmul_forward &&
                       ops.attention_forward && ops.classifier_forward && ops.matmul_backward &&
                       ops.attention_backward && ops.layernorm_backward && ops.encoder_backward,
                   "chapter %d: an empty slot", n);
-        cr_assert_eq(gt_ctx.sync_after_launch, !o.sync_avoidance, "chapter %d", n);
-        cr_assert_eq(gt_ctx.tensor_cores, o.tensor_cores, "chapter %d", n);
+        cr_assert_eq(launch.sync_after_launch, !o.sync_avoidance, "chapter %d", n);
+        cr_assert_eq(launch.tensor_cores, o.tensor_cores, "chapter %d", n);
+        cr_assert_eq(launch.gemm_autotune, o.gemm_autotune, "chapter %d", n);
     }
 }
 
@@ -35,8 +38,9 @@ Test(gpu_ops, activations_are_one_allocation_of_aligned_tensors) {
     GPT2Config cfg = {.max_seq_len = 32, .vocab_size = 250, .padded_vocab_size = 256,
                       .num_layers = 2, .num_heads = 4, .channels = 64, .tied = 0};
     Optimizations o = chapter_optimizations(chapter_first_of_precision(PRECISION_NAME));
+    const RunPlan plan = run_plan_for_model(&o, cfg.padded_vocab_size);
     GpuActivations a;
-    activations_alloc(&a, &cfg, 4, 32, &o);
+    activations_alloc(&a, &cfg, 4, 32, &plan);
     const char *lo = a.memory, *hi = lo + a.bytes;
     const void *some[] = {a.encoded, a.ln1, a.ln1_mean, a.qkv, a.att, a.fch_gelu, a.logits,
                           a.losses, a.d.residual, a.d.fch, a.d.logits, a.d.losses};
@@ -60,9 +64,10 @@ Test(gpu_ops, flash_attention_keeps_lse_not_probabilities) {
     GPT2Config cfg = {.max_seq_len = 32, .vocab_size = 250, .padded_vocab_size = 256,
                       .num_layers = 2, .num_heads = 4, .channels = 64, .tied = 0};
     Optimizations four = chapter_optimizations(4), five = chapter_optimizations(5);
+    const RunPlan p4 = run_plan_for_model(&four, 256), p5 = run_plan_for_model(&five, 256);
     GpuActivations a4, a5;
-    activations_alloc(&a4, &cfg, 4, 32, &four);
-    activations_alloc(&a5, &cfg, 4, 32, &five);
+    activations_alloc(&a4, &cfg, 4, 32, &p4);
+    activations_alloc(&a5, &cfg, 4, 32, &p5);
     cr_assert(a4.att != NULL && a4.att_lse == NULL);
     cr_assert(a5.att == NULL && a5.att_lse != NULL);
     const size_t att = (size_t)2 * 4 * 4 * 32 * 32 * sizeof(floatX);

@@ -26,30 +26,32 @@ static GPT2Config gpt2_124m_padded_as(int chapter) {
 // does not, so a refusal's suggestion is the largest batch that fits.
 Test(memory_plan_host, the_largest_batch_that_fits) {
     const int ch = chapter_count() - 1 >= first_chapter() ? chapter_count() - 1 : first_chapter();
-    const Optimizations o = chapter_optimizations(ch);
+    const Optimizations opt = chapter_optimizations(ch);
     const GPT2Config c = gpt2_124m_padded_as(ch);
-    const MemoryPlan p16 = memory_plan(&c, 16, 1024, &o), p8 = memory_plan(&c, 8, 1024, &o);
+    const RunPlan plan = run_plan_for_model(&opt, c.padded_vocab_size), *run = &plan;
+    const MemoryPlan p16 = memory_plan(&c, 16, 1024, run), p8 = memory_plan(&c, 8, 1024, run);
     cr_assert(p16.total > p8.total);
     cr_assert(p16.activations > p8.activations);
-    cr_assert_eq(memory_plan_largest_batch(&c, 16, 1024, &o, p16.total), 16);
-    cr_assert_eq(memory_plan_largest_batch(&c, 16, 1024, &o, p16.total - 1), 8);
-    cr_assert_eq(memory_plan_largest_batch(&c, 16, 1024, &o, p8.total - 1), 4);
-    cr_assert_eq(memory_plan_largest_batch(&c, 16, 1024, &o, 1 << 20), 0);
+    cr_assert_eq(memory_plan_largest_batch(&c, 16, 1024, run, p16.total), 16);
+    cr_assert_eq(memory_plan_largest_batch(&c, 16, 1024, run, p16.total - 1), 8);
+    cr_assert_eq(memory_plan_largest_batch(&c, 16, 1024, run, p8.total - 1), 4);
+    cr_assert_eq(memory_plan_largest_batch(&c, 16, 1024, run, 1 << 20), 0);
 }
 
 // A run that does not fit is refused with what it needs, what the GPU has,
 // and the flag that makes it fit.
 Test(memory_plan_host, a_run_too_large_is_refused_naming_the_batch_that_fits) {
     const int ch = first_chapter();
-    const Optimizations o = chapter_optimizations(ch);
+    const Optimizations opt = chapter_optimizations(ch);
     const GPT2Config c = gpt2_124m_padded_as(ch);
-    const size_t free_bytes = memory_plan(&c, 4, 1024, &o).total;
+    const RunPlan plan = run_plan_for_model(&opt, c.padded_vocab_size), *run = &plan;
+    const size_t free_bytes = memory_plan(&c, 4, 1024, run).total;
     char err[ERR_LEN] = "";
-    cr_assert_eq(memory_plan_check(&c, 16, 1024, &o, free_bytes, err), -1);
+    cr_assert_eq(memory_plan_check(&c, 16, 1024, run, free_bytes, err), -1);
     cr_assert(strstr(err, "B=16, T=1024 needs about"), "%s", err);
     cr_assert(strstr(err, "-b 4 fits"), "%s", err);
-    cr_assert_eq(memory_plan_check(&c, 4, 1024, &o, free_bytes, err), 0);
-    cr_assert_eq(memory_plan_check(&c, 16, 1024, &o, 100 << 20, err), -1);
+    cr_assert_eq(memory_plan_check(&c, 4, 1024, run, free_bytes, err), 0);
+    cr_assert_eq(memory_plan_check(&c, 16, 1024, run, 100 << 20, err), -1);
     cr_assert(strstr(err, "not even -b 1 fits"), "%s", err);
 }
 
@@ -57,10 +59,11 @@ Test(memory_plan_host, a_run_too_large_is_refused_naming_the_batch_that_fits) {
 // From chapter 11 on, micro-batches of the batch that fits make the same step.
 Test(memory_plan_host, chapter_11_suggests_micro_batches) {
     const int ch = chapter_count() - 1;
-    const Optimizations o = chapter_optimizations(ch);
+    const Optimizations opt = chapter_optimizations(ch);
     const GPT2Config c = gpt2_124m_padded_as(ch);
+    const RunPlan plan = run_plan_for_model(&opt, c.padded_vocab_size), *run = &plan;
     char err[ERR_LEN] = "";
-    cr_assert_eq(memory_plan_check(&c, 16, 1024, &o, memory_plan(&c, 8, 1024, &o).total, err), -1);
+    cr_assert_eq(memory_plan_check(&c, 16, 1024, run, memory_plan(&c, 8, 1024, run).total, err), -1);
     cr_assert(strstr(err, "-b 8 --grad-accum 2 trains the same 16 sequences"), "%s", err);
 }
 #endif
@@ -74,12 +77,13 @@ Test(memory_plan, counts_what_the_model_allocates) {
                       .num_layers = 2, .num_heads = 4, .channels = 64, .tied = 0};
     float *params = xcalloc(gpt2_num_params(&cfg) * 2, sizeof(float));
     for (int ch = first_chapter(); ch < chapter_count(); ch++) {
-        const Optimizations o = chapter_optimizations(ch);
+        const Optimizations opt = chapter_optimizations(ch);
         GPT2Config c = cfg;
-        apply_model_switches(&o, &c);
+        apply_model_switches(&opt, &c);
+        const RunPlan plan = run_plan_for_model(&opt, c.padded_vocab_size);
         GPT2Gpu model;
-        gpt2_gpu_init(&model, &gt_ctx, &c, params, 4, 32, &o);
-        const MemoryPlan p = memory_plan(&c, 4, 32, &o);
+        gpt2_gpu_init(&model, &gt_ctx, &c, params, 4, 32, &plan);
+        const MemoryPlan p = memory_plan(&c, 4, 32, &plan);
         cr_assert_eq(model.device_bytes, p.model, "chapter %02d: the model allocated %zu bytes, "
                      "the plan says %zu", ch, model.device_bytes, p.model);
         gpt2_gpu_free(&model);

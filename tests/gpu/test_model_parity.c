@@ -39,7 +39,8 @@ static void make_models_of(const GPT2Config *cfg, GPT2Cpu *cpu, GPT2Gpu *gpu, in
     gpt2_cpu_init_random(cpu, 7);
     for (size_t i = 0; i < cpu->num_params; i++) cpu->params[i] *= 3;
     Optimizations o = chapter_optimizations(chapter);
-    gpt2_gpu_init(gpu, &gt_ctx, cfg, cpu->params, B, T, &o);
+    const RunPlan plan = run_plan_for_model(&o, cfg->padded_vocab_size);
+    gpt2_gpu_init(gpu, &gt_ctx, cfg, cpu->params, B, T, &plan);
 }
 
 static void make_models(const GPT2Config *cfg, GPT2Cpu *cpu, GPT2Gpu *gpu) {
@@ -372,7 +373,8 @@ static void check_chapter_matches_previous(int chapter, const GPT2Config *cfg) {
     GPT2Gpu before, after;
     make_models_of(cfg, &cpu, &before, chapter - 1);
     Optimizations o = chapter_optimizations(chapter);
-    gpt2_gpu_init(&after, &gt_ctx, cfg, cpu.params, B, T, &o);
+    const RunPlan plan_after = run_plan_for_model(&o, cfg->padded_vocab_size);
+    gpt2_gpu_init(&after, &gt_ctx, cfg, cpu.params, B, T, &plan_after);
     int32_t x[B * T], y[B * T];
     random_batch(x, y, cfg->vocab_size, 11);
     const size_t nlogits = (size_t)B * T * cfg->padded_vocab_size, n = before.num_params;
@@ -487,8 +489,10 @@ Test(model, padded_matches_chapter_05) {
     char err[ERR_LEN];
     cr_assert(gpt2_params_repad(&c5, p5, &c6, p6, err) == 0, "%s", err);
     GPT2Gpu g5, g6;
-    gpt2_gpu_init(&g5, &gt_ctx, &c5, p5, B, T, &o5);
-    gpt2_gpu_init(&g6, &gt_ctx, &c6, p6, B, T, &o6);
+    const RunPlan plan_g5 = run_plan_for_model(&o5, c5.padded_vocab_size);
+    gpt2_gpu_init(&g5, &gt_ctx, &c5, p5, B, T, &plan_g5);
+    const RunPlan plan_g6 = run_plan_for_model(&o6, c6.padded_vocab_size);
+    gpt2_gpu_init(&g6, &gt_ctx, &c6, p6, B, T, &plan_g6);
     int32_t x[B * T], y[B * T];
     random_batch(x, y, c5.vocab_size, 11);
     gt_compare("real logits: chapter 06 vs 05", gpu_real_logits(&g6, x, y),
@@ -527,7 +531,8 @@ Test(model, padded_rows_stay_zero) {
     float *p = xmalloc(gpt2_num_params(&cfg) * sizeof(float));
     gpt2_init_params(&cfg, p, 7);
     GPT2Gpu g;
-    gpt2_gpu_init(&g, &gt_ctx, &cfg, p, B, T, &o);
+    const RunPlan plan_g = run_plan_for_model(&o, cfg.padded_vocab_size);
+    gpt2_gpu_init(&g, &gt_ctx, &cfg, p, B, T, &plan_g);
     AdamWConfig adamw = adamw_default_config();
     const size_t n = g.num_params, C = cfg.channels, V = cfg.vocab_size, Vp = cfg.padded_vocab_size;
     float *host = xmalloc(n * sizeof(float));
@@ -585,8 +590,10 @@ Test(model, tied_gradient_is_the_sum_of_both_uses) {
     for (size_t i = 0; i < gpt2_num_params(&c7); i++) p7[i] *= 3;
     gpt2_params_untie(&c7, p7, p6);
     GPT2Gpu g6, g7;
-    gpt2_gpu_init(&g6, &gt_ctx, &c6, p6, B, T, &o6);
-    gpt2_gpu_init(&g7, &gt_ctx, &c7, p7, B, T, &o7);
+    const RunPlan plan_g6 = run_plan_for_model(&o6, c6.padded_vocab_size);
+    gpt2_gpu_init(&g6, &gt_ctx, &c6, p6, B, T, &plan_g6);
+    const RunPlan plan_g7 = run_plan_for_model(&o7, c7.padded_vocab_size);
+    gpt2_gpu_init(&g7, &gt_ctx, &c7, p7, B, T, &plan_g7);
     int32_t x[B * T], y[B * T];
     random_batch(x, y, c7.vocab_size, 13);
     gt_compare("logits: tied vs its untied copy", gpu_real_logits(&g7, x, y),
@@ -691,7 +698,7 @@ Test(model, bf16_is_deterministic) {
 // ---- chapter 11: gradient accumulation -----------------------------------------------
 // One step over a batch of B sequences in two micro-batches of B/2, their
 // gradients summed (gpt2_gpu_backward_add) and the update told so
-// (gpt2_gpu_set_schedule: micro_batches = 2), against one step over the
+// (the plan's micro_batches = 2), against one step over the
 // whole batch, from the same weights. The mean of the two micro-batches'
 // mean losses is the batch's mean loss; their summed gradient, halved, is the
 // batch's gradient but for bf16 roundings (each micro-batch's gradient is
@@ -720,13 +727,15 @@ Test(model, gradient_accumulation_matches_one_batch) {
     GPT2Gpu one, two;
     make_models_of(&cfg, &cpu, &one, 9);  // chapter 09: the fused update the schedule needs
     Optimizations o = chapter_optimizations(9);
-    gpt2_gpu_init(&two, &gt_ctx, &cfg, cpu.params, B, T, &o);
+    RunPlan plan_two;  // two micro-batches a step: the step's values from the device
+    char err[ERR_LEN];
+    cr_assert(run_plan_build(&plan_two, &o, cfg.padded_vocab_size, 2, err) == 0, "%s", err);
+    gpt2_gpu_init(&two, &gt_ctx, &cfg, cpu.params, B, T, &plan_two);
     AdamWConfig adamw = adamw_default_config();
     adamw.eps = 1e-6f;
     const LrSchedule lr = {.max_lr = 1e-3f, .min_lr_fraction = 1.0f, .warmup_steps = 0,
                            .total_steps = STEPS_HERE};
-    gpt2_gpu_set_schedule(&one, &lr, &adamw, STEPS_HERE, 0, 1);
-    gpt2_gpu_set_schedule(&two, &lr, &adamw, STEPS_HERE, 0, 2);
+    gpt2_gpu_set_schedule(&two, &lr, &adamw, STEPS_HERE, 0);
     const size_t n = one.num_params;
     float *g1 = xmalloc(n * sizeof(float)), *g2 = xmalloc(n * sizeof(float));
     int32_t x[B * T], y[B * T];
@@ -743,8 +752,8 @@ Test(model, gradient_accumulation_matches_one_batch) {
             assert_gradients_agree(g2, two.param_sizes, g1, one.param_sizes,
                                    "two micro-batches (sum / 2) vs one batch");
         }
-        gpt2_gpu_update(&one, 1e-3f, &adamw, 1.0f, step, one.norm);
-        gpt2_gpu_update(&two, 1e-3f, &adamw, 1.0f, step, two.norm);
+        gpt2_gpu_update(&one, 1e-3f, &adamw, 1.0f, step, one.norm);  // lr's value every step
+        gpt2_gpu_update_scheduled(&two, &adamw, 1.0f, two.norm);
         float norm1, norm2;  // the norm of the mean gradient, in both
         gpu_memcpy_sync(&gt_ctx, &norm1, one.norm, sizeof(float), cudaMemcpyDeviceToHost);
         gpu_memcpy_sync(&gt_ctx, &norm2, two.norm, sizeof(float), cudaMemcpyDeviceToHost);
@@ -794,7 +803,8 @@ Test(model, gradient_accumulation_error_by_micro_batches) {
     char err[ERR_LEN];
     for (int n = 1; n <= SEQS; n *= 2) {
         GPT2Gpu gpu;
-        gpt2_gpu_init(&gpu, &gt_ctx, &cfg, cpu.params, SEQS, T, &o);
+        const RunPlan plan_gpu = run_plan_for_model(&o, cfg.padded_vocab_size);
+        gpt2_gpu_init(&gpu, &gt_ctx, &cfg, cpu.params, SEQS, T, &plan_gpu);
         const int each = SEQS / n;
         for (int k = 0; k < n; k++) {
             const size_t at = (size_t)k * each * T;

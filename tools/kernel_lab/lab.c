@@ -125,8 +125,8 @@ double lab_time_ms(Lab *lab, void (*run)(Lab *lab, void *arg), void *arg) {
 
 GpuOps lab_ops_of(int chapter) {
     Optimizations o = chapter_optimizations(chapter);
-    GpuContext scratch_ctx = {0};  // gpu_ops_select sets launch settings: not the lab's
-    return gpu_ops_select(&o, &scratch_ctx);
+    GpuLaunchSettings launch;  // the chapter's: not the lab's, which sets its own
+    return gpu_ops_select(&o, &launch);
 }
 
 // ---- the report -------------------------------------------------------------
