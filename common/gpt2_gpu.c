@@ -285,8 +285,9 @@ int gpt2_gpu_upload_batch(GPT2Gpu *model, HostBatch *hb, int with_targets, int B
     } else {
         // From pageable memory: each cudaMemcpy first waits for the work
         // queued before it, then returns once the host's bytes are staged.
-        gpu_memcpy_sync(model->ctx, db->inputs, hb->inputs, bytes, cudaMemcpyHostToDevice);
-        if (with_targets) gpu_memcpy_sync(model->ctx, db->targets, hb->targets, bytes, cudaMemcpyHostToDevice);
+        gpu_memcpy_sync(ctx, db->inputs, hb->inputs, bytes, cudaMemcpyHostToDevice);
+        if (with_targets)
+            gpu_memcpy_sync(ctx, db->targets, hb->targets, bytes, cudaMemcpyHostToDevice);
     }
     // ANCHOR_END: batch_upload
     if (!with_targets) return 0;
@@ -332,7 +333,8 @@ void gpt2_gpu_forward(GPT2Gpu *model, Gpt2ForwardMode mode, float *mean_loss) {
     floatX *const *p = model->params_of;
     GpuActivations *a = &model->acts;
     nvtxRangePushA("forward");
-    ops->encoder_forward(ctx, a->encoded, model->batch->inputs, p[PARAM_WTE], p[PARAM_WPE], B, T, C);
+    const DeviceBatch *batch = model->batch;
+    ops->encoder_forward(ctx, a->encoded, batch->inputs, p[PARAM_WTE], p[PARAM_WPE], B, T, C);
     LayernormAt ln = layernorm_after(model, -1);  // the first layer's ln1
     ops->layernorm_forward(ctx, ln.out, ln.mean, ln.rstd, a->encoded, ln.weight, ln.bias, B, T, C);
     // ANCHOR: forward_layers
@@ -342,16 +344,18 @@ void gpt2_gpu_forward(GPT2Gpu *model, Gpt2ForwardMode mode, float *mean_loss) {
         LayerWeights w = layer_weights(p, l, C);
         LayerActs x = layer_acts(a, l, B, T, C, NH);
         // attention block: x.ln1 was written at the end of the layer before
-        ops->matmul_forward(ctx, x.qkv, NULL, x.ln1, w.qkvw, w.qkvb, B, T, C, 3 * C, 3 * C);
+        ops->matmul_forward(ctx, x.qkv, NULL, x.ln1, w.qkvw, w.qkvb, B, T, C, 3 * C, 3 * C, NULL);
         ops->attention_forward(ctx, x.atty, x.att, x.att_lse, model->scratch, x.qkv, B, T, C,
                                NH);
-        ops->matmul_forward(ctx, x.attproj, NULL, x.atty, w.attprojw, w.attprojb, B, T, C, C, C);
+        ops->matmul_forward(ctx, x.attproj, NULL, x.atty, w.attprojw, w.attprojb, B, T, C, C, C,
+                            NULL);
         ops->residual_layernorm_forward(ctx, x.residual2, x.ln2, x.ln2_mean, x.ln2_rstd, residual,
                                         x.attproj, w.ln2w, w.ln2b, B, T, C);
         // MLP block
-        ops->matmul_forward(ctx, x.fch_gelu, x.fch, x.ln2, w.fcw, w.fcb, B, T, C, 4 * C, 4 * C);
+        ops->matmul_forward(ctx, x.fch_gelu, x.fch, x.ln2, w.fcw, w.fcb, B, T, C, 4 * C, 4 * C,
+                            NULL);
         ops->matmul_forward(ctx, x.fcproj, NULL, x.fch_gelu, w.fcprojw, w.fcprojb, B, T, 4 * C, C,
-                            C);
+                            C, NULL);
         // the residual stream after this layer, and its layernorm for the next
         // layer (or the final layernorm after the last)
         ln = layernorm_after(model, l);
@@ -362,10 +366,11 @@ void gpt2_gpu_forward(GPT2Gpu *model, Gpt2ForwardMode mode, float *mean_loss) {
     }
     // ANCHOR_END: forward_layers
     // ANCHOR: forward_classifier
-    ops->matmul_forward(ctx, a->logits, NULL, a->lnf, lm_head_of(p, c), NULL, B, T, C, Vp, ld);
+    ops->matmul_forward(ctx, a->logits, NULL, a->lnf, lm_head_of(p, c), NULL, B, T, C, Vp, ld,
+                        NULL);
     if (mode != GPT2_LOGITS)
-        ops->classifier_forward(ctx, a->losses, mean_loss, a->logits, a->probs, model->batch->targets, B,
-                                T, V, ld, mode == GPT2_TRAIN);
+        ops->classifier_forward(ctx, a->losses, mean_loss, a->logits, a->probs, batch->targets,
+                                B, T, V, ld, mode == GPT2_TRAIN);
     // ANCHOR_END: forward_classifier
     nvtxRangePop();
 }
@@ -398,9 +403,10 @@ static void backward_pass(GPT2Gpu *model, int zero_grads) {
     if (zero_grads)
         gpu_zero(ctx, model->grads, model->num_params * sizeof(floatX), "memset (gradients)");
     if (ops->classifier_backward)
-        ops->classifier_backward(ctx, d->logits, d->losses, a->probs, model->batch->targets, B, T, V, ld);
+        ops->classifier_backward(ctx, d->logits, d->losses, a->probs, model->batch->targets, B,
+                                 T, V, ld);
     ops->matmul_backward(ctx, d->lnf, lm_head_of(g, c), NULL, scratch, d->logits, a->lnf,
-                         lm_head_of(p, c), NULL, B, T, C, Vp, ld);
+                         lm_head_of(p, c), NULL, B, T, C, Vp, ld, NULL);
     // d->residual carries d(loss)/d(residual stream) down through the layers.
     // A residual connection passes its gradient to both branches unchanged, so
     // the branch's backward reads d->residual directly, and the layernorm at
@@ -417,18 +423,18 @@ static void backward_pass(GPT2Gpu *model, int zero_grads) {
         floatX *residual_in = l == 0 ? a->encoded : layer_acts(a, l - 1, B, T, C, NH).residual3;
         // MLP block, in reverse: through fcproj, then GELU, then fc
         ops->matmul_backward(ctx, d->fch, dw.fcprojw, dw.fcprojb, scratch, d->residual,
-                             x.fch_gelu, w.fcprojw, x.fch, B, T, 4 * C, C, C);
+                             x.fch_gelu, w.fcprojw, x.fch, B, T, 4 * C, C, C, NULL);
         ops->matmul_backward(ctx, d->ln, dw.fcw, dw.fcb, scratch, d->fch, x.ln2, w.fcw, NULL, B,
-                             T, C, 4 * C, 4 * C);
+                             T, C, 4 * C, 4 * C, NULL);
         ops->layernorm_backward(ctx, d->residual, dw.ln2w, dw.ln2b, scratch, d->ln, x.residual2,
                                 w.ln2w, x.ln2_mean, x.ln2_rstd, B, T, C);
         // attention block, in reverse
         ops->matmul_backward(ctx, d->atty, dw.attprojw, dw.attprojb, scratch, d->residual, x.atty,
-                             w.attprojw, NULL, B, T, C, C, C);
+                             w.attprojw, NULL, B, T, C, C, C, NULL);
         ops->attention_backward(ctx, d->qkv, scratch, d->atty, x.atty, x.qkv, x.att, x.att_lse,
                                 B, T, C, NH);
         ops->matmul_backward(ctx, d->ln, dw.qkvw, dw.qkvb, scratch, d->qkv, x.ln1, w.qkvw, NULL, B,
-                             T, C, 3 * C, 3 * C);
+                             T, C, 3 * C, 3 * C, NULL);
         ops->layernorm_backward(ctx, d->residual, dw.ln1w, dw.ln1b, scratch, d->ln, residual_in,
                                 w.ln1w, x.ln1_mean, x.ln1_rstd, B, T, C);
         nvtxRangePop();

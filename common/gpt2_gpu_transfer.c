@@ -34,28 +34,30 @@ static void check_layout(const GPT2Gpu *model, const AdamState *s) {
 void gpt2_gpu_get_state(const GPT2Gpu *model, AdamState *s) {
     check_layout(model, s);
     const AdamLayout *l = &model->adam;
-    gpu_memcpy_sync(model->ctx, s->m, model->m, l->fp32_values * sizeof(float), cudaMemcpyDeviceToHost);
-    gpu_memcpy_sync(model->ctx, s->v, model->v, l->fp32_values * sizeof(float), cudaMemcpyDeviceToHost);
+    const GpuContext *ctx = model->ctx;
+    gpu_memcpy_sync(ctx, s->m, model->m, l->fp32_values * sizeof(float), cudaMemcpyDeviceToHost);
+    gpu_memcpy_sync(ctx, s->v, model->v, l->fp32_values * sizeof(float), cudaMemcpyDeviceToHost);
     if (l->q8_values == 0) return;
-    gpu_memcpy_sync(model->ctx, s->m_q, model->m_q, l->q8_values, cudaMemcpyDeviceToHost);
-    gpu_memcpy_sync(model->ctx, s->v_q, model->v_q, l->q8_values, cudaMemcpyDeviceToHost);
-    gpu_memcpy_sync(model->ctx, s->m_absmax, model->m_absmax, l->q8_blocks * sizeof(float),
+    gpu_memcpy_sync(ctx, s->m_q, model->m_q, l->q8_values, cudaMemcpyDeviceToHost);
+    gpu_memcpy_sync(ctx, s->v_q, model->v_q, l->q8_values, cudaMemcpyDeviceToHost);
+    gpu_memcpy_sync(ctx, s->m_absmax, model->m_absmax, l->q8_blocks * sizeof(float),
                     cudaMemcpyDeviceToHost);
-    gpu_memcpy_sync(model->ctx, s->v_absmax, model->v_absmax, l->q8_blocks * sizeof(float),
+    gpu_memcpy_sync(ctx, s->v_absmax, model->v_absmax, l->q8_blocks * sizeof(float),
                     cudaMemcpyDeviceToHost);
 }
 
 void gpt2_gpu_set_state(GPT2Gpu *model, const AdamState *s) {
     check_layout(model, s);
     const AdamLayout *l = &model->adam;
-    gpu_memcpy_sync(model->ctx, model->m, s->m, l->fp32_values * sizeof(float), cudaMemcpyHostToDevice);
-    gpu_memcpy_sync(model->ctx, model->v, s->v, l->fp32_values * sizeof(float), cudaMemcpyHostToDevice);
+    const GpuContext *ctx = model->ctx;
+    gpu_memcpy_sync(ctx, model->m, s->m, l->fp32_values * sizeof(float), cudaMemcpyHostToDevice);
+    gpu_memcpy_sync(ctx, model->v, s->v, l->fp32_values * sizeof(float), cudaMemcpyHostToDevice);
     if (l->q8_values == 0) return;
-    gpu_memcpy_sync(model->ctx, model->m_q, s->m_q, l->q8_values, cudaMemcpyHostToDevice);
-    gpu_memcpy_sync(model->ctx, model->v_q, s->v_q, l->q8_values, cudaMemcpyHostToDevice);
-    gpu_memcpy_sync(model->ctx, model->m_absmax, s->m_absmax, l->q8_blocks * sizeof(float),
+    gpu_memcpy_sync(ctx, model->m_q, s->m_q, l->q8_values, cudaMemcpyHostToDevice);
+    gpu_memcpy_sync(ctx, model->v_q, s->v_q, l->q8_values, cudaMemcpyHostToDevice);
+    gpu_memcpy_sync(ctx, model->m_absmax, s->m_absmax, l->q8_blocks * sizeof(float),
                     cudaMemcpyHostToDevice);
-    gpu_memcpy_sync(model->ctx, model->v_absmax, s->v_absmax, l->q8_blocks * sizeof(float),
+    gpu_memcpy_sync(ctx, model->v_absmax, s->v_absmax, l->q8_blocks * sizeof(float),
                     cudaMemcpyHostToDevice);
 }
 // ANCHOR_END: adam_state_transfer

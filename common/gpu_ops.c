@@ -30,8 +30,10 @@ static void residual_layernorm_forward_eager(const GpuContext *ctx, floatX *resi
 // GELU in another: three passes over the (B,T,OC) output.
 static void matmul_forward_eager(const GpuContext *ctx, floatX *out, floatX *pre_gelu,
                                  const floatX *inp, const floatX *weight, const floatX *bias,
-                                 int B, int T, int C, int OC, int ld) {
+                                 int B, int T, int C, int OC, int ld,
+                                 const GemmOperands *operands) {
     if (ld != OC) die("matmul_forward_eager: rows of stride %d, not %d: not an eager layout", ld, OC);
+    if (!gemm_operands_are_floatx(operands)) die("matmul_forward_eager: FP8 operands (chapter 13)");
     if (!pre_gelu) {
         matmul_forward_v1(ctx, out, inp, weight, bias, B, T, C, OC);
         return;
@@ -45,8 +47,11 @@ static void matmul_forward_eager(const GpuContext *ctx, floatX *out, floatX *pre
 static void matmul_backward_eager(const GpuContext *ctx, floatX *dinp, floatX *dweight,
                                   floatX *dbias, float *scratch, const floatX *dout,
                                   const floatX *inp, const floatX *weight,
-                                  const floatX *pre_gelu, int B, int T, int C, int OC, int ld) {
+                                  const floatX *pre_gelu, int B, int T, int C, int OC, int ld,
+                                  const GemmOperands *operands) {
     if (ld != OC) die("matmul_backward_eager: rows of stride %d, not %d: not an eager layout", ld, OC);
+    if (!gemm_operands_are_floatx(operands))
+        die("matmul_backward_eager: FP8 operands (chapter 13)");
     const size_t n = (size_t)B * T * C;
     gpu_zero(ctx, dinp, n * sizeof(floatX), "memset (a matmul's dinp)");
     matmul_backward_v1(ctx, dinp, dweight, dbias, scratch, dout, inp, weight, B, T, C, OC);

@@ -26,6 +26,7 @@
 #include <stdint.h>
 
 #include "chapters.h"
+#include "gemm_operands.h"
 #include "gpu_context.h"
 #include "precision.h"
 
@@ -50,10 +51,12 @@ typedef struct {
                                        int C);
     // out = inp @ weight^T + bias (bias may be NULL). With pre_gelu (not NULL):
     // pre_gelu = that product, kept for the backward pass, and out = gelu(pre_gelu).
-    // ld: the row stride of out, OC except for the logits (gpu_ops_logits_stride)
+    // ld: the row stride of out, OC except for the logits (gpu_ops_logits_stride).
+    // operands: how weight and inp are stored (gemm_operands.h); NULL, floatX,
+    // until chapter 13
     void (*matmul_forward)(const GpuContext *ctx, floatX *out, floatX *pre_gelu,
                            const floatX *inp, const floatX *weight, const floatX *bias, int B,
-                           int T, int C, int OC, int ld);
+                           int T, int C, int OC, int ld, const GemmOperands *operands);
     // out (B,T,C) = causal self-attention over qkv, and what the backward
     // pass needs besides qkv and out: att (B,NH,T,T), the probabilities
     // (chapters 00-04), or lse (B,NH,T), each row's log-sum-exp of scores
@@ -81,10 +84,11 @@ typedef struct {
     // gelu'(pre_gelu): the backward pass through the GELU that the forward
     // applied after this matmul's input was made. dweight, dbias (may be
     // NULL) ACCUMULATE. ld: the row stride of dout, as the forward's out.
+    // operands: as the forward's (NULL until chapter 13)
     void (*matmul_backward)(const GpuContext *ctx, floatX *dinp, floatX *dweight, floatX *dbias,
                             float *scratch, const floatX *dout, const floatX *inp,
                             const floatX *weight, const floatX *pre_gelu, int B, int T, int C,
-                            int OC, int ld);
+                            int OC, int ld, const GemmOperands *operands);
     // dqkv (B,T,3C) OVERWRITTEN, from dout (B,T,C) and the forward's out, qkv,
     // and att or lse (whichever it kept)
     void (*attention_backward)(const GpuContext *ctx, floatX *dqkv, float *scratch,

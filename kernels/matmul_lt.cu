@@ -273,7 +273,8 @@ static GemmOutputs outputs_of(const Plan *plan, floatX *D, const void *bias, con
     const PlanKey *k = &plan->key;
     GemmOutputs o = {{D}, {(size_t)k->ldc * k->n * sizeof(floatX)}, 1};
     if (k->epilogue == CUBLASLT_EPILOGUE_GELU_AUX || k->epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS)
-        o.out[o.count] = (void *)aux, o.bytes[o.count++] = (size_t)k->aux_ld * k->n * sizeof(floatX);
+        o.out[o.count] = (void *)aux,
+        o.bytes[o.count++] = (size_t)k->aux_ld * k->n * sizeof(floatX);
     if (k->epilogue == CUBLASLT_EPILOGUE_BGRADB)
         o.out[o.count] = (void *)bias, o.bytes[o.count++] = (size_t)k->n * sizeof(floatX);
     return o;
@@ -297,8 +298,9 @@ static unsigned long long hash_outputs(const GpuContext *ctx, const GemmOutputs 
 static void run_algo(const GpuContext *ctx, const Plan *plan, const cublasLtMatmulAlgo_t *algo,
                      const floatX *A, const floatX *B, float beta, floatX *D) {
     const float alpha = 1.0f;
-    CUBLAS_CHECK(cublasLtMatmul(ctx->lt->handle, plan->desc, &alpha, A, plan->a, B, plan->b, &beta, D,
-                                plan->c, D, plan->c, algo, ctx->lt->workspace, WORKSPACE_BYTES,
+    const MatmulLt *lt = ctx->lt;
+    CUBLAS_CHECK(cublasLtMatmul(lt->handle, plan->desc, &alpha, A, plan->a, B, plan->b, &beta, D,
+                                plan->c, D, plan->c, algo, lt->workspace, WORKSPACE_BYTES,
                                 ctx->stream));
 }
 
@@ -364,7 +366,8 @@ static void autotune(const GpuContext *ctx, Plan *plan, const floatX *A, const f
     const GemmOutputs outs = outputs_of(plan, D, bias, aux);
     floatX *saved = NULL;
     if (beta != 0.0f) {
-        saved = (floatX *)gpu_malloc(outs.bytes[0], "a GEMM's output, kept while its kernels are tried");
+        saved = (floatX *)gpu_malloc(outs.bytes[0],
+                                     "a GEMM's output, kept while its kernels are tried");
         gpu_memcpy_async(ctx, saved, D, outs.bytes[0], cudaMemcpyDeviceToDevice,
                          "copy (a GEMM's output kept for its trials)");
     }
@@ -410,8 +413,9 @@ static void lt_gemm(const GpuContext *ctx, PlanKey key, const floatX *A, const f
     if (aux) set_desc(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof aux);
     if (key.autotune && !plan->tuned) autotune(ctx, plan, A, B, beta, D, bias, aux);
     const float alpha = 1.0f;
-    CUBLAS_CHECK(cublasLtMatmul(ctx->lt->handle, plan->desc, &alpha, A, plan->a, B, plan->b, &beta, D,
-                                plan->c, D, plan->c, &plan->algo, ctx->lt->workspace, WORKSPACE_BYTES,
+    const MatmulLt *lt = ctx->lt;
+    CUBLAS_CHECK(cublasLtMatmul(lt->handle, plan->desc, &alpha, A, plan->a, B, plan->b, &beta, D,
+                                plan->c, D, plan->c, &plan->algo, lt->workspace, WORKSPACE_BYTES,
                                 ctx->stream));
     char name[160];  // the shape too: each GEMM's own line in a profile
     snprintf(name, sizeof name, "%s %dx%dx%d", what, key.m, key.n, key.k);
@@ -472,7 +476,9 @@ __global__ void add_unpadded_rows_kernel_v2(floatX *dweight, const floatX *padde
 // ANCHOR: matmul_forward_v2
 extern "C" void matmul_forward_v2(const GpuContext *ctx, floatX *out, floatX *pre_gelu,
                                   const floatX *inp, const floatX *weight, const floatX *bias,
-                                  int B, int T, int C, int OC, int ld) {
+                                  int B, int T, int C, int OC, int ld,
+                                  const GemmOperands *operands) {
+    if (!gemm_operands_are_floatx(operands)) die("matmul_forward_v2: FP8 operands (chapter 13)");
     if (pre_gelu && ld != OC) die("matmul_forward_v2: GELU's output needs ld == OC");
     if (OC % PAD_TO != 0) {  // the lm_head at V = 50257: see pad_weight
         if (bias || ld < padded_width(OC))
@@ -518,7 +524,9 @@ __global__ void bias_accumulate_kernel_v2(floatX *dbias, const floatX *sums, int
 extern "C" void matmul_backward_v2(const GpuContext *ctx, floatX *dinp, floatX *dweight,
                                    floatX *dbias, float *scratch, const floatX *dout,
                                    const floatX *inp, const floatX *weight,
-                                   const floatX *pre_gelu, int B, int T, int C, int OC, int ld) {
+                                   const floatX *pre_gelu, int B, int T, int C, int OC, int ld,
+                                   const GemmOperands *operands) {
+    if (!gemm_operands_are_floatx(operands)) die("matmul_backward_v2: FP8 operands (chapter 13)");
     const int BT = B * T;
     // An OC that is not a multiple of 8: both GEMMs at OCp on padded copies
     // (see pad_weight); dout's padding columns [OC, ld) are zero (the

@@ -42,6 +42,7 @@
 
 #include <stddef.h>
 
+#include "gemm_operands.h"
 #include "gpu_context.h"
 #include "precision.h"
 
@@ -53,9 +54,11 @@ extern "C" {
 // With pre_gelu (not NULL; then ld must be OC): pre_gelu = inp @ weight^T +
 // bias, kept for the backward pass, and out = gelu(pre_gelu) (tanh form), from
 // the fp32 sum, each rounded to floatX once.
+// operands: how weight and inp are stored (gemm_operands.h): NULL, floatX;
+// FP8 ones are chapter 13's, and refused here.
 void matmul_forward_v2(const GpuContext *ctx, floatX *out, floatX *pre_gelu, const floatX *inp,
                        const floatX *weight, const floatX *bias, int B, int T, int C, int OC,
-                       int ld);
+                       int ld, const GemmOperands *operands);
 
 // Floats of scratch matmul_backward_v2 needs: room for OC floatX, the bias
 // gradient as the GEMM's epilogue writes it.
@@ -70,7 +73,7 @@ size_t matmul_backward_v2_scratch_floats(int OC);
 void matmul_backward_v2(const GpuContext *ctx, floatX *dinp, floatX *dweight, floatX *dbias,
                         float *scratch, const floatX *dout, const floatX *inp,
                         const floatX *weight, const floatX *pre_gelu, int B, int T, int C, int OC,
-                        int ld);
+                        int ld, const GemmOperands *operands);
 
 // A context's cuBLASLt state (GpuContext.lt), empty: the handle, the
 // workspace and the plans are made by the first GEMM that needs them. Freed,

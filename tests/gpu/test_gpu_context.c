@@ -76,7 +76,7 @@ Test(gpu_context, two_contexts_share_no_state) {
     GpuProfiler *p = gpu_profiler_new(64);
     gpu_profiler_start(p, &gt_ctx);
     const GpuSyncCounts before = gpu_sync_counts(&other);
-    matmul_forward_v2(&gt_ctx, out, NULL, inp, w, NULL, B, T, C, OC, OC);
+    matmul_forward_v2(&gt_ctx, out, NULL, inp, w, NULL, B, T, C, OC, OC, NULL);
     gpu_stream_sync(&gt_ctx, "the first context's GEMM");
     cr_assert_eq(gpu_profiling(&gt_ctx), 1);
     cr_assert_eq(gpu_profiling(&other), 0, "a profiler marks the context it was started on");
@@ -85,7 +85,7 @@ Test(gpu_context, two_contexts_share_no_state) {
     const GpuSyncCounts after = gpu_sync_counts(&other);
     cr_assert_eq(gpu_sync_total(&after), gpu_sync_total(&before),
                  "the first context's waits were counted in the second's");
-    matmul_forward_v2(&other, out, NULL, inp, w, NULL, B, T, C, OC, OC);
+    matmul_forward_v2(&other, out, NULL, inp, w, NULL, B, T, C, OC, OC, NULL);
     gpu_stream_sync(&other, "the second context's GEMM");
     cr_assert_eq(matmul_lt_stats(&other).plans_cached, 1);
     gpu_profiler_stop(p, 1);

@@ -44,7 +44,8 @@ static void check_forward(Case k, uint64_t seed) {
     floatX *d_out = gt_device_poisoned_x(BT * k.ld);
     floatX *d_pre = k.with_gelu ? gt_device_poisoned_x(NO) : NULL;
     matmul_forward_v2(&gt_ctx, d_out, d_pre, gt_upload_x(inp, NI), gt_upload_x(w, NW),
-                      k.with_bias ? gt_upload_x(bias, k.OC) : NULL, k.B, k.T, k.C, k.OC, k.ld);
+                      k.with_bias ? gt_upload_x(bias, k.OC) : NULL, k.B, k.T, k.C, k.OC, k.ld,
+                      NULL);
     float *got = dense(gt_download_x(d_out, BT * k.ld), BT, k.OC, k.ld);
     if (k.with_gelu) {
         gt_compare("matmul_v2 pre_gelu", gt_download_x(d_pre, NO), pre, NO, MATMUL_TOL);
@@ -84,7 +85,7 @@ static void check_backward(Case k, uint64_t seed) {
     float *d_scratch = gt_device_poisoned(matmul_backward_v2_scratch_floats(k.OC));
     matmul_backward_v2(&gt_ctx, d_dinp, d_dw, k.with_bias ? d_db : NULL, d_scratch,
                        gt_upload_x(dout, BT * k.ld), gt_upload_x(inp, NI), gt_upload_x(w, NW),
-                       k.with_gelu ? gt_upload_x(pre, NI) : NULL, k.B, k.T, k.C, k.OC, k.ld);
+                       k.with_gelu ? gt_upload_x(pre, NI) : NULL, k.B, k.T, k.C, k.OC, k.ld, NULL);
     gt_compare("matmul_v2 dinp", gt_download_x(d_dinp, NI), dinp, NI,
                k.with_gelu ? GELU_TOL : MATMUL_TOL);
     gt_compare("matmul_v2 dweight", gt_download_x(d_dw, NW), dw, NW, MATMUL_TOL);
@@ -127,7 +128,7 @@ Test(kernels_matmul_lt, padding_columns_are_zero) {
     floatX *d_out = gt_device_poisoned_x(BT * ld);
     matmul_forward_v2(&gt_ctx, d_out, NULL, gt_upload_x(gt_random_x(BT * C, -1, 1, &rng), BT * C),
                       gt_upload_x(gt_random_x((size_t)OC * C, -1, 1, &rng), (size_t)OC * C), NULL,
-                      B, T, C, OC, ld);
+                      B, T, C, OC, ld, NULL);
     float *out = gt_download_x(d_out, BT * ld);
     for (size_t r = 0; r < BT; r++)
         for (int j = OC; j < ld; j++)
@@ -167,17 +168,17 @@ Test(kernels_matmul_lt, a_captured_padded_gemm_survives_a_larger_shape) {
     floatX *d_inp = gt_upload_x(inp, BT * C), *d_w = gt_upload_x(w, (size_t)OC * C);
     floatX *d_out = gt_device_poisoned_x(BT * ld);
     gt_ctx.sync_after_launch = 0;  // a capture may not wait
-    matmul_forward_v2(&gt_ctx, d_out, NULL, d_inp, d_w, NULL, B, T, C, OC, ld);  // makes the plan
+    matmul_forward_v2(&gt_ctx, d_out, NULL, d_inp, d_w, NULL, B, T, C, OC, ld, NULL);  // the plan
     cudaGraph_t graph;
     cudaGraphExec_t exec;
     CUDA_CHECK(cudaStreamBeginCapture(gt_ctx.stream, cudaStreamCaptureModeThreadLocal));
-    matmul_forward_v2(&gt_ctx, d_out, NULL, d_inp, d_w, NULL, B, T, C, OC, ld);
+    matmul_forward_v2(&gt_ctx, d_out, NULL, d_inp, d_w, NULL, B, T, C, OC, ld, NULL);
     CUDA_CHECK(cudaStreamEndCapture(gt_ctx.stream, &graph));
     CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
     floatX *big_out = gt_device_poisoned_x(BT * BIG_LD);
     matmul_forward_v2(&gt_ctx, big_out, NULL, d_inp,
                       gt_upload_x(gt_random_x((size_t)BIG * C, -1, 1, &rng), (size_t)BIG * C),
-                      NULL, B, T, C, BIG, BIG_LD);
+                      NULL, B, T, C, BIG, BIG_LD, NULL);
     CUDA_CHECK(cudaMemsetAsync(d_out, 0xff, BT * ld * sizeof(floatX), gt_ctx.stream));
     CUDA_CHECK(cudaGraphLaunch(exec, gt_ctx.stream));
     gpu_stream_sync(&gt_ctx, "the replayed GEMM");
@@ -208,9 +209,10 @@ static void run_mlp_gemms(int autotune, uint64_t seed, float *outs[5]) {
     floatX *d_db = gt_upload_x(db0, OC);
     float *scratch = gt_device_alloc(matmul_backward_v2_scratch_floats(OC) * sizeof(float), "s");
     gt_ctx.gemm_autotune = autotune;
-    matmul_forward_v2(&gt_ctx, d_out, d_pre, d_inp, d_w, gt_upload_x(bias, OC), B, T, C, OC, OC);
+    matmul_forward_v2(&gt_ctx, d_out, d_pre, d_inp, d_w, gt_upload_x(bias, OC), B, T, C, OC, OC,
+                      NULL);
     matmul_backward_v2(&gt_ctx, d_dinp, d_dw, d_db, scratch, gt_upload_x(dout, NO), d_inp, d_w,
-                       NULL, B, T, C, OC, OC);
+                       NULL, B, T, C, OC, OC, NULL);
     gt_ctx.gemm_autotune = 0;
     outs[0] = gt_download_x(d_out, NO), outs[1] = gt_download_x(d_pre, NO);
     outs[2] = gt_download_x(d_dinp, NI), outs[3] = gt_download_x(d_dw, NW);

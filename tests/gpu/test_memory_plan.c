@@ -63,7 +63,8 @@ Test(memory_plan_host, chapter_11_suggests_micro_batches) {
     const GPT2Config c = gpt2_124m_padded_as(ch);
     const RunPlan plan = run_plan_for_model(&opt, c.padded_vocab_size), *run = &plan;
     char err[ERR_LEN] = "";
-    cr_assert_eq(memory_plan_check(&c, 16, 1024, run, memory_plan(&c, 8, 1024, run).total, err), -1);
+    const size_t free_bytes = memory_plan(&c, 8, 1024, run).total;
+    cr_assert_eq(memory_plan_check(&c, 16, 1024, run, free_bytes, err), -1);
     cr_assert(strstr(err, "-b 8 --grad-accum 2 trains the same 16 sequences"), "%s", err);
 }
 #endif

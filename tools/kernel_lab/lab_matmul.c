@@ -93,7 +93,7 @@ static void run_forward(Lab *lab, void *p) {
     lab->ctx.tensor_cores = a->v->tensor_cores;
     lab->ctx.gemm_autotune = a->v->autotune;
     a->ops.matmul_forward(&lab->ctx, a->out, a->pre, a->inp, a->w, a->bias, a->B, a->T, a->C,
-                          a->OC, a->ld);
+                          a->OC, a->ld, NULL);
 }
 
 static void run_backward(Lab *lab, void *p) {
@@ -101,7 +101,7 @@ static void run_backward(Lab *lab, void *p) {
     lab->ctx.tensor_cores = a->v->tensor_cores;
     lab->ctx.gemm_autotune = a->v->autotune;
     a->ops.matmul_backward(&lab->ctx, a->dinp, a->dw, a->db, a->scratch, a->dout, a->inp, a->w,
-                           a->pre_in, a->B, a->T, a->C, a->OC, a->ld);
+                           a->pre_in, a->B, a->T, a->C, a->OC, a->ld, NULL);
 }
 
 // Every version against the CPU on the qkv GEMM of 2 x 64 tokens: forward
