@@ -43,11 +43,10 @@
 // wait after it, for each of the ~700 kernels of a 124M step.
 #define PROFILE_MARKS_PER_STEP 4096
 
-// Flags this program reads before handing the rest to train_options_parse.
+// The command line, read: one struct for each thing it says.
+//
+// What the run measures and prints besides its step lines.
 typedef struct {
-    int chapter;
-    Optimizations optim;
-    const char *check_model, *check_state;
     const char *bench_csv, *bench_label;
     int bench_warmup;
     double peak_tflops;  // 0: from the device name
@@ -55,9 +54,18 @@ typedef struct {
     int profile_steps;   // profile this many steps after the warm-up (0: none)
     const char *profile_csv;
     int memory;          // print the device memory, tensor by tensor
-    int help;            // --help: print the usage, run nothing
-    int list_chapters;   // --list-chapters: print the table, run nothing
-} GpuFlags;
+} ReportOptions;
+
+typedef struct {
+    TrainOptions run;        // what to train and for how long: the CPU trainer's flags too
+    int chapter;             // how: the chapter, and its switches after the
+    Optimizations switches;  // command line's --SWITCH and --no-SWITCH (chapters.h)
+    ReportOptions report;
+    // Modes that train nothing.
+    const char *check_model, *check_state;  // --check-state MODEL STATE: compare, then exit
+    int help;                // --help: print the usage
+    int list_chapters;       // --list-chapters: print the table
+} CommandLine;
 
 // A chapter runs only in the build of its precision.
 static int check_chapter_precision(int chapter, char *err) {
@@ -92,7 +100,7 @@ static int parse_positive(const char *flag, const char *s, double *out, char *er
 
 // ---- this program's own flags ---------------------------------------------------
 // One row per flag, as in train_options.c: its name, what it takes, and
-// where its value goes in GpuFlags. A chapter switch (--NAME, --no-NAME) is
+// where its value goes in CommandLine. A chapter switch (--NAME, --no-NAME) is
 // not a row: the chapter table (chapters.c) knows those. Everything else is
 // handed on, with its value, to train_options_parse.
 typedef enum {
@@ -108,22 +116,22 @@ typedef enum {
 typedef struct {
     const char *name;
     GpuFlagKind kind;
-    size_t offset;  // the field in GpuFlags, for TEXT, COUNT, POSITIVE, ON
+    size_t offset;  // the field in CommandLine, for TEXT, COUNT, POSITIVE, ON
 } GpuFlagSpec;
 
-#define GPU_FIELD(f) offsetof(GpuFlags, f)
+#define GPU_FIELD(f) offsetof(CommandLine, f)
 
 static const GpuFlagSpec GPU_FLAGS[] = {
     {"--chapter", GPU_FLAG_CHAPTER, 0},
     {"--check-state", GPU_FLAG_CHECK, 0},
-    {"--bench-csv", GPU_FLAG_TEXT, GPU_FIELD(bench_csv)},
-    {"--bench-label", GPU_FLAG_TEXT, GPU_FIELD(bench_label)},
-    {"--bench-warmup", GPU_FLAG_COUNT, GPU_FIELD(bench_warmup)},
-    {"--peak-tflops", GPU_FLAG_POSITIVE, GPU_FIELD(peak_tflops)},
-    {"--count-syncs", GPU_FLAG_ON, GPU_FIELD(count_syncs)},
-    {"--profile", GPU_FLAG_COUNT, GPU_FIELD(profile_steps)},
-    {"--profile-csv", GPU_FLAG_TEXT, GPU_FIELD(profile_csv)},
-    {"--memory", GPU_FLAG_ON, GPU_FIELD(memory)},
+    {"--bench-csv", GPU_FLAG_TEXT, GPU_FIELD(report.bench_csv)},
+    {"--bench-label", GPU_FLAG_TEXT, GPU_FIELD(report.bench_label)},
+    {"--bench-warmup", GPU_FLAG_COUNT, GPU_FIELD(report.bench_warmup)},
+    {"--peak-tflops", GPU_FLAG_POSITIVE, GPU_FIELD(report.peak_tflops)},
+    {"--count-syncs", GPU_FLAG_ON, GPU_FIELD(report.count_syncs)},
+    {"--profile", GPU_FLAG_COUNT, GPU_FIELD(report.profile_steps)},
+    {"--profile-csv", GPU_FLAG_TEXT, GPU_FIELD(report.profile_csv)},
+    {"--memory", GPU_FLAG_ON, GPU_FIELD(report.memory)},
     {"--help", GPU_FLAG_ON, GPU_FIELD(help)},
     {"-h", GPU_FLAG_ON, GPU_FIELD(help)},
     {"--list-chapters", GPU_FLAG_ON, GPU_FIELD(list_chapters)},
@@ -165,11 +173,11 @@ static int parse_chapter(const char *s, int *chapter, char *err) {
 }
 
 // Sets the flag's field from its values (argv[i + 1], argv[i + 2]).
-static int apply_gpu_flag(GpuFlags *f, const GpuFlagSpec *g, char **argv, int i, char *err) {
-    char *field = (char *)f + g->offset;
+static int apply_gpu_flag(CommandLine *cl, const GpuFlagSpec *g, char **argv, int i, char *err) {
+    char *field = (char *)cl + g->offset;
     switch (g->kind) {
     case GPU_FLAG_CHAPTER: return 0;  // already read: see take_gpu_flags
-    case GPU_FLAG_CHECK: f->check_model = argv[i + 1], f->check_state = argv[i + 2]; return 0;
+    case GPU_FLAG_CHECK: cl->check_model = argv[i + 1], cl->check_state = argv[i + 2]; return 0;
     case GPU_FLAG_TEXT: *(const char **)field = argv[i + 1]; return 0;
     case GPU_FLAG_COUNT: return parse_count(g->name, argv[i + 1], (int *)field, err);
     case GPU_FLAG_POSITIVE: return parse_positive(g->name, argv[i + 1], (double *)field, err);
@@ -185,17 +193,18 @@ static int apply_gpu_flag(GpuFlags *f, const GpuFlagSpec *g, char **argv, int i,
 // Takes this program's flags and the chapter switches out of argv, leaving
 // the rest (flags of train_options_parse, with their values, and anything
 // unknown, which it names) in argv[1 .. *argc - 1].
-static int take_gpu_flags(GpuFlags *f, int *argc, char **argv, char *err) {
+static int take_gpu_flags(CommandLine *cl, int *argc, char **argv, char *err) {
     // Two passes: --chapter first, so switches given anywhere override it.
     for (int i = 1; i < *argc; i++) {
         if (train_options_takes_value(argv[i])) i++;  // its value is not a flag
         else if (!strcmp(argv[i], "--chapter")) {
-            if (check_values(*argc, argv, i, 1, err) || parse_chapter(argv[i + 1], &f->chapter, err))
+            if (check_values(*argc, argv, i, 1, err) ||
+                parse_chapter(argv[i + 1], &cl->chapter, err))
                 return -1;
             i++;
         }
     }
-    f->optim = chapter_optimizations(f->chapter);
+    cl->switches = chapter_optimizations(cl->chapter);
     int out = 1;
     for (int i = 1; i < *argc; i++) {
         const char *a = argv[i];
@@ -204,7 +213,7 @@ static int take_gpu_flags(GpuFlags *f, int *argc, char **argv, char *err) {
             if (i + 1 < *argc) argv[out++] = argv[++i];
             continue;
         }
-        int is_switch = optimizations_apply_flag(&f->optim, a, PRECISION_NAME, err);
+        int is_switch = optimizations_apply_flag(&cl->switches, a, PRECISION_NAME, err);
         if (is_switch < 0) return -1;  // a switch of the other build
         if (is_switch) continue;
         const GpuFlagSpec *g = find_gpu_flag(a);
@@ -213,11 +222,11 @@ static int take_gpu_flags(GpuFlags *f, int *argc, char **argv, char *err) {
             continue;
         }
         int n = values_taken(g);
-        if (check_values(*argc, argv, i, n, err) || apply_gpu_flag(f, g, argv, i, err)) return -1;
+        if (check_values(*argc, argv, i, n, err) || apply_gpu_flag(cl, g, argv, i, err)) return -1;
         i += n;
     }
     *argc = out;
-    return check_chapter_precision(f->chapter, err);
+    return check_chapter_precision(cl->chapter, err);
 }
 
 // Everything the command line says, checked before a device is looked for,
@@ -227,15 +236,15 @@ static int take_gpu_flags(GpuFlags *f, int *argc, char **argv, char *err) {
 // --help and --list-chapters are answered only after the whole line is read,
 // so that they hide no mistake in it; they run nothing, so the files named
 // are not looked at.
-static int parse_command_line(GpuFlags *f, TrainOptions *opt, int argc, char **argv, char *err) {
-    if (take_gpu_flags(f, &argc, argv, err)) return -1;
-    if (f->check_model && argc > 1)
+static int parse_command_line(CommandLine *cl, int argc, char **argv, char *err) {
+    if (take_gpu_flags(cl, &argc, argv, err)) return -1;
+    if (cl->check_model && argc > 1)
         return fail(err, "--check-state MODEL STATE: only --chapter and switches go with it, "
                          "not '%s'", argv[1]);
-    if (!f->check_model && train_options_parse(opt, argc, argv, err) < 0) return -1;
-    if (f->help || f->list_chapters) return 0;
-    if (f->check_model) return check_state_files(f->check_model, f->check_state, err);
-    return prepare_run(opt, err);
+    if (!cl->check_model && train_options_parse(&cl->run, argc, argv, err) < 0) return -1;
+    if (cl->help || cl->list_chapters) return 0;
+    if (cl->check_model) return check_state_files(cl->check_model, cl->check_state, err);
+    return prepare_run(&cl->run, err);
 }
 
 static void usage_extra(void) {
@@ -299,20 +308,20 @@ typedef struct {
     int n;
 } StepLog;
 
-static void write_bench_row(const GpuFlags *f, const GpuTrainer *tr, StepLog *log,
-                            double flops_tok, double peak, double peak_mem_gib) {
-    int skip = f->bench_warmup < log->n ? f->bench_warmup : 0, n = log->n - skip;
+static void write_bench_row(const ReportOptions *report, int chapter, const GpuTrainer *tr,
+                            StepLog *log, double flops_tok, double peak, double peak_mem_gib) {
+    int skip = report->bench_warmup < log->n ? report->bench_warmup : 0, n = log->n - skip;
     double ms = median(log->ms + skip, n);
     double tok_s = tokens_per_step(&tr->opt) / (ms / 1e3);
     double tflops = flops_tok * tok_s / 1e12;
-    FILE *fp = fopen(f->bench_csv, "a");
-    if (!fp) die("%s: cannot open for appending", f->bench_csv);
+    FILE *fp = fopen(report->bench_csv, "a");
+    if (!fp) die("%s: cannot open for appending", report->bench_csv);
     char label[32];
-    snprintf(label, sizeof label, "ch%02d", f->chapter);
+    snprintf(label, sizeof label, "ch%02d", chapter);
     // B is the step's sequences: --grad-accum's micro-batches together.
     fprintf(fp, "%s,%d,%d,%d,%d,%.2f,%.0f,%.2f,%.4f,%.2f,%.2f,",
-            f->bench_label ? f->bench_label : label, f->chapter, tr->opt.B * tr->opt.grad_accum,
-            tr->opt.T, n, ms, tok_s, tflops, peak > 0 ? tflops / peak : 0.0, peak_mem_gib,
+            report->bench_label ? report->bench_label : label, chapter,
+            tr->opt.B * tr->opt.grad_accum, tr->opt.T, n, ms, tok_s, tflops, peak > 0 ? tflops / peak : 0.0, peak_mem_gib,
             median(log->data + skip, n));
     // The split by phase, empty where it was not measured (chapter 11).
     if (isnan(log->fwd[skip])) fprintf(fp, ",,\n");
@@ -320,7 +329,7 @@ static void write_bench_row(const GpuFlags *f, const GpuTrainer *tr, StepLog *lo
                  median(log->opt + skip, n));
     fclose(fp);
     printf("bench: %s: median %.2f ms/step over %d steps, %.0f tok/s -> %s\n",
-           f->bench_label ? f->bench_label : label, ms, n, tok_s, f->bench_csv);
+           report->bench_label ? report->bench_label : label, ms, n, tok_s, report->bench_csv);
 }
 
 static void print_sample(GpuTrainer *tr, const Tokenizer *tok, int n) {
@@ -354,7 +363,7 @@ typedef struct {
 // Reads the numbers of the steps since the last call and prints their lines.
 // Chapters 00-02 print every log_every-th step; chapter 03 reads the steps'
 // numbers only here, and prints a line for each of them.
-static void report_steps(const GpuFlags *f, GpuTrainer *tr, Report *rep, StepLog *log) {
+static void report_steps(const ReportOptions *report, GpuTrainer *tr, Report *rep, StepLog *log) {
     const TrainOptions *opt = &tr->opt;
     GpuStepStats batch[GPU_MAX_PENDING_STEPS];
     int n = gpu_trainer_read_stats(tr, batch);
@@ -385,7 +394,7 @@ static void report_steps(const GpuFlags *f, GpuTrainer *tr, Report *rep, StepLog
         printf(" ms\n");
     }
     // ANCHOR: count_syncs_report
-    if (f->count_syncs && n > 0) {
+    if (report->count_syncs && n > 0) {
         GpuSyncCounts d;
         for (int k = 0; k < GPU_SYNC_KINDS; k++) d.count[k] = now.count[k] - rep->syncs.count[k];
         printf("syncs | steps %d-%d | %.1f per step |", batch[0].step, batch[n - 1].step,
@@ -413,9 +422,9 @@ static void save_checkpoint(GpuTrainer *tr, Report *rep, char *path, size_t cap,
 // Ctrl-C or SIGTERM (stop_signal.h): the step in flight has finished. Read
 // the steps not yet read (a diverged one stops the run there, unsaved), save
 // when checkpoints are on, say where the run stopped, and exit 128 + signal.
-static int stop_run(const GpuFlags *f, GpuTrainer *tr, Report *rep, StepLog *log, char *path,
-                    size_t cap, int saved_step) {
-    report_steps(f, tr, rep, log);
+static int stop_run(const ReportOptions *report, GpuTrainer *tr, Report *rep, StepLog *log,
+                    char *path, size_t cap, int saved_step) {
+    report_steps(report, tr, rep, log);
     if (tr->opt.checkpoint_every > 0 && saved_step != tr->step)
         save_checkpoint(tr, rep, path, cap, &saved_step);
     report_stopped_run(tr->step, tr->opt.steps, saved_step == tr->step ? path : NULL);
@@ -423,20 +432,22 @@ static int stop_run(const GpuFlags *f, GpuTrainer *tr, Report *rep, StepLog *log
 }
 
 // The run, from a checked command line. Returns the exit status.
-static int train(const GpuFlags *f, const TrainOptions *opt, const Tokenizer *tok) {
+static int train(const CommandLine *cl, const Tokenizer *tok) {
+    const TrainOptions *opt = &cl->run;
+    const ReportOptions *report = &cl->report;
     char err[ERR_LEN];
     GpuTrainer tr;
     // The trainer is built from the files the flags name (the data, the
     // checkpoint and its state) and from the switches: what it finds wrong
     // there is the input's, exit 2, as prepare_run's findings are. (A device
     // error inside exits 1, from CUDA_CHECK.)
-    if (gpu_trainer_init(&tr, opt, &f->optim, err)) return bad_input(err);
+    if (gpu_trainer_init(&tr, opt, &cl->switches, err)) return bad_input(err);
     const GPT2Config *c = &tr.model.config;
     struct cudaDeviceProp prop;
     CUDA_CHECK(cudaGetDeviceProperties(&prop, tr.ctx.device));
-    double peak = f->peak_tflops > 0 ? f->peak_tflops : peak_bf16_tflops(prop.name);
+    double peak = report->peak_tflops > 0 ? report->peak_tflops : peak_bf16_tflops(prop.name);
     double flops_tok = flops_per_token(c, opt->T);
-    const Chapter *ch = chapter_get(f->chapter);
+    const Chapter *ch = chapter_get(cl->chapter);
     printf("device: %s (compute capability %d.%d), %d SMs; %s; bf16 dense peak %s\n",
            prop.name, prop.major, prop.minor, prop.multiProcessorCount,
            tr.ctx.hopper ? "Hopper's wgmma kernels" : "the kernels of every GPU (no wgmma)",
@@ -448,7 +459,7 @@ static int train(const GpuFlags *f, const TrainOptions *opt, const Tokenizer *to
 #else
     printf("precision: fp32 (%s)\n", TRAINER_NAME);
 #endif
-    optimizations_print(&f->optim);
+    optimizations_print(&cl->switches);
     char count[160];
     describe_param_count(c, count, sizeof count);
     printf("model: L=%d H=%d C=%d T=%d V=%d (padded %d), %s, %.2f GiB on the device\n",
@@ -463,13 +474,13 @@ static int train(const GpuFlags *f, const TrainOptions *opt, const Tokenizer *to
     printf("memory: %.2f GiB planned (the model %.2f GiB); %.2f GiB were free\n",
            plan.total / (double)(1 << 30), plan.model / (double)(1 << 30),
            tr.free_at_start / (double)(1 << 30));
-    if (f->memory) gpt2_gpu_print_memory(&tr.model, stdout);
+    if (report->memory) gpt2_gpu_print_memory(&tr.model, stdout);
     // --profile: the steps after the warm-up, kernel by kernel (profiler.h).
     GpuProfiler *prof = NULL;
-    const int profile_from = tr.step + f->bench_warmup;
-    int profile_to = profile_from + f->profile_steps;
+    const int profile_from = tr.step + report->bench_warmup;
+    int profile_to = profile_from + report->profile_steps;
     if (profile_to > opt->steps) profile_to = opt->steps;
-    if (f->profile_steps > 0 && profile_to > profile_from)
+    if (report->profile_steps > 0 && profile_to > profile_from)
         prof = gpu_profiler_new(PROFILE_MARKS_PER_STEP * (profile_to - profile_from));
 
     StepLog log = {0};
@@ -502,18 +513,19 @@ static int train(const GpuFlags *f, const TrainOptions *opt, const Tokenizer *to
         if (tr.step % opt->log_every == 0 || tr.step == opt->steps ||
             (opt->val_every > 0 && tr.step % opt->val_every == 0) || save ||
             gpu_trainer_pending(&tr) == GPU_MAX_PENDING_STEPS)
-            report_steps(f, &tr, &rep, &log);
+            report_steps(report, &tr, &rep, &log);
         if (save) save_checkpoint(&tr, &rep, path, sizeof path, &saved_step);
         if (stop_requested()) break;
     }
-    if (stop_requested()) return stop_run(f, &tr, &rep, &log, path, sizeof path, saved_step);
+    if (stop_requested()) return stop_run(report, &tr, &rep, &log, path, sizeof path, saved_step);
     if (opt->checkpoint_every > 0 && saved_step != tr.step)
         save_checkpoint(&tr, &rep, path, sizeof path, &saved_step);
     double peak_mem = rep.peak_mem;
     if (opt->val_every > 0) print_val_loss(&tr);
-    if (f->bench_csv && log.n > 0) write_bench_row(f, &tr, &log, flops_tok, peak, peak_mem);
+    if (report->bench_csv && log.n > 0)
+        write_bench_row(report, cl->chapter, &tr, &log, flops_tok, peak, peak_mem);
     if (prof) {
-        if (gpu_profiler_report(prof, stdout, f->profile_csv, err)) die("%s", err);
+        if (gpu_profiler_report(prof, stdout, report->profile_csv, err)) die("%s", err);
         gpu_profiler_free(prof);
     }
     if (tok) print_sample(&tr, tok, opt->sample_tokens);
@@ -537,30 +549,31 @@ static int load_sample_tokenizer(const TrainOptions *opt, Tokenizer **tok, char 
 int main(int argc, char **argv) {
     line_buffered_stdout();
     char err[ERR_LEN];
-    GpuFlags f = {.chapter = chapter_first_of_precision(PRECISION_NAME), .bench_warmup = 3};
-    TrainOptions opt = gpu_defaults();
-    if (parse_command_line(&f, &opt, argc, argv, err)) return bad_input(err);
-    if (f.help) {
+    CommandLine cl = {.run = gpu_defaults(),
+                      .chapter = chapter_first_of_precision(PRECISION_NAME),
+                      .report = {.bench_warmup = 3}};
+    if (parse_command_line(&cl, argc, argv, err)) return bad_input(err);
+    if (cl.help) {
         TrainOptions defaults = gpu_defaults();
         train_options_usage(argv[0], &defaults);
         usage_extra();
         return 0;
     }
-    if (f.list_chapters) {
+    if (cl.list_chapters) {
         chapters_print_table();
         return 0;
     }
     Tokenizer *tok = NULL;
-    if (!f.check_model && load_sample_tokenizer(&opt, &tok, err)) return bad_input(err);
+    if (!cl.check_model && load_sample_tokenizer(&cl.run, &tok, err)) return bad_input(err);
     if (gpu_device_count() == 0) {
         fprintf(stderr, "error: no CUDA device: %s needs an NVIDIA GPU and its driver "
                         "(build/train_gpt2_cpu trains on the CPU)\n", argv[0]);
         if (tok) tokenizer_free(tok);
         return EXIT_RUN_FAILED;
     }
-    if (f.check_model) return check_state_run(f.check_model, f.check_state, &f.optim);
+    if (cl.check_model) return check_state_run(cl.check_model, cl.check_state, &cl.switches);
     stop_signals_install();
-    int status = train(&f, &opt, tok);
+    int status = train(&cl, tok);
     if (tok) tokenizer_free(tok);
     return status;
 }
