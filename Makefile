@@ -26,11 +26,7 @@ RAW   := $(DATA)/raw
 CUDA_HOME ?= /usr/local/cuda
 NVCC      ?= $(CUDA_HOME)/bin/nvcc
 HAVE_NVCC := $(shell command -v $(NVCC) >/dev/null 2>&1 && echo 1)
-CUDA_HOST_SRCS := common/activations.c common/check_state.c common/floatx_host.c \
-                  common/data_workers.c common/gpt2_gpu.c common/gpu_ops.c common/loss_readback.c \
-                  common/memory_plan.c common/gpu_batch.c common/gpt2_gpu_update.c \
-                  common/gpt2_gpu_transfer.c common/run_plan.c \
-                  common/step_graph.c common/train_gpu.c \
+CUDA_HOST_SRCS := $(wildcard common/gpu/*.c) common/data/data_workers.c common/train/train_gpu.c \
                   $(wildcard solutions/03_sync_avoidance/loss_readback.c \
                              exercises/03_sync_avoidance/loss_readback.c)
 without_cuda = $(if $(HAVE_NVCC),$(1),$(filter-out $(CUDA_HOST_SRCS),$(1)))
@@ -42,9 +38,11 @@ define NVCC_CHECK
 	       "(make run and make test work without it, on the CPU)" >&2; exit 1; fi
 endef
 
-# common/: every .c file is library code, except the programs' mains (train_gpt2*.c).
-COMMON_MAINS := $(wildcard common/train_gpt2*.c)
-COMMON_SRCS  := $(call without_cuda,$(filter-out $(COMMON_MAINS),$(wildcard common/*.c)))
+# common/: the host code, a folder per concern (model, optim, files, data,
+# gpu, train, util; README.md says what each holds). Every .c file is
+# library code, except the programs' mains (train/train_gpt2*.c).
+COMMON_MAINS := $(wildcard common/train/train_gpt2*.c)
+COMMON_SRCS  := $(call without_cuda,$(filter-out $(COMMON_MAINS),$(wildcard common/*/*.c)))
 COMMON_OBJS  := $(COMMON_SRCS:%.c=$(BUILD)/obj/%.o)
 LIBCOMMON    := $(BUILD)/libcommon.a
 
@@ -128,12 +126,12 @@ $(LIBCOMMON): $(COMMON_OBJS)
 
 # (With the C exercises' archive, added below: chapter 10's block
 # quantization is one, and the CPU trainer reads 8-bit checkpoints through it.)
-$(BUILD)/train_gpt2_cpu: $(BUILD)/obj/common/train_gpt2_cpu.o $(LIBCOMMON)
+$(BUILD)/train_gpt2_cpu: $(BUILD)/obj/common/train/train_gpt2_cpu.o $(LIBCOMMON)
 	$(CC) $(CFLAGS) -Wl,--start-group $^ -Wl,--end-group -o $@ $(LDLIBS)
 
 # The GPU trainer, built for fp32 storage (chapters 00-01).
 # libcommon and libkernels call each other: link them as a group.
-$(BUILD)/train_gpt2_fp32: $(BUILD)/obj/common/train_gpt2.o $(LIBKERNELS) $(LIBCOMMON)
+$(BUILD)/train_gpt2_fp32: $(BUILD)/obj/common/train/train_gpt2.o $(LIBKERNELS) $(LIBCOMMON)
 	$(CC) $(CFLAGS) -Wl,--start-group $^ -Wl,--end-group -o $@ $(CUDA_LIBS) $(LDLIBS)
 
 $(BUILD)/%: $(BUILD)/obj/tools/%.o $(LIBCOMMON)
@@ -353,7 +351,7 @@ $(SOLUTION_C_LIB) $(EXERCISE_C_LIB):
 	rm -f $@ && $(AR) rcs $@ $(filter %.o,$^)
 $(CPU_TESTS): $(SOLUTION_C_LIB)
 $(BUILD)/train_gpt2_cpu: $(BUILD)/lib$(EXERCISE_DIR)_c.a
-# (A group: common/batch_ring.c calls chapter 08's exercise, batch_ring_worker.)
+# (A group: common/data/batch_ring.c calls chapter 08's exercise, batch_ring_worker.)
 $(EXERCISE_CPU_TESTS): $(CPU_TEST_OBJS) $(EXERCISE_C_LIB) $(LIBCOMMON)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Wl,--start-group $^ -Wl,--end-group -o $@ -lcriterion $(LDLIBS)
@@ -617,7 +615,7 @@ $(LIBCOMMON_BF16) $(LIBKERNELS_BF16) $(LIBSOLUTIONS_BF16) $(LIBEXERCISES_BF16):
 	@mkdir -p $(dir $@)
 	rm -f $@ && $(AR) rcs $@ $(filter %.o,$^)
 
-$(BUILD)/train_gpt2_bf16: $(BF16_OBJ)/common/train_gpt2.o $(LIBKERNELS_BF16) \
+$(BUILD)/train_gpt2_bf16: $(BF16_OBJ)/common/train/train_gpt2.o $(LIBKERNELS_BF16) \
                           $(BUILD)/lib$(EXERCISE_DIR)_bf16.a $(LIBCOMMON_BF16)
 	$(CC) $(CFLAGS) -Wl,--start-group $^ -Wl,--end-group -o $@ $(CUDA_LIBS) $(LDLIBS)
 
@@ -698,11 +696,12 @@ FUZZ_SMOKE_RUNS ?= 20000
 FUZZ_SMOKE_SECONDS ?= 10
 FUZZ_NAMES  := $(patsubst tests/fuzz/fuzz_%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
 FUZZ_BINS   := $(FUZZ_NAMES:%=$(BUILD)/fuzz/fuzz_%)
-FUZZ_LIB_SRCS := common/binfile.c common/checkpoint.c common/debug_state.c common/gpt2_config.c \
-                 common/pretokenize.c common/shard.c common/tokenizer.c common/train_state.c \
-                 common/adam_state.c common/quantize8.c common/optimizer.c \
+FUZZ_LIB_SRCS := common/files/binfile.c common/files/checkpoint.c common/files/debug_state.c \
+                 common/model/gpt2_config.c common/data/pretokenize.c common/files/shard.c \
+                 common/data/tokenizer.c common/files/train_state.c \
+                 common/optim/adam_state.c common/optim/quantize8.c common/optim/optimizer.c \
                  solutions/10_8bit_optimizer/quantize_blocks.c \
-                 common/util.c
+                 common/util/util.c
 FUZZ_LIB_OBJS := $(FUZZ_LIB_SRCS:%.c=$(BUILD)/fuzz/obj/%.o)
 FUZZ_SAN    := -fsanitize=address,undefined -fno-sanitize-recover=undefined
 FUZZ_CFLAGS := -O1 -g -std=c11 -Wall -Wextra -Wshadow $(WERROR) -Icommon -Ikernels -Itests/fuzz -MMD -MP \

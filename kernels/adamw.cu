@@ -5,7 +5,7 @@
 
 #include "adamw.h"
 #include "reduce.cuh"
-#include "util.h"
+#include "util/util.h"
 #include "adamw_clip.cuh"
 #include "vec.cuh"
 
@@ -97,7 +97,7 @@ extern "C" void scale_v1(const GpuContext *ctx, floatX *x, size_t n, float facto
 }
 
 // ANCHOR: clip_on_device
-// grad_clip_factor (common/optimizer.c) line for line. Chapter 09's
+// grad_clip_factor (common/optim/optimizer.c) line for line. Chapter 09's
 // adamw_begin_step_kernel_v2 calls it too: one definition, so that the two
 // cannot drift apart.
 __device__ float grad_clip_factor_device(float norm, float max_norm) {

@@ -1,7 +1,7 @@
 // adamw.h: the optimizer on the GPU: AdamW over one tensor, the global
 // gradient norm, and the scaling that clips it; then (chapter 09) AdamW over
 // every tensor in one launch, with the clipping folded in. The same formulas
-// as the CPU version, common/optimizer.c.
+// as the CPU version, common/optim/optimizer.c.
 #ifndef ADAMW_H
 #define ADAMW_H
 
@@ -14,9 +14,9 @@
 extern "C" {
 #endif
 
-#include "adamw_schedule.h"  // AdamWScheduleEntry; C headers, hence inside the C block
-#include "adamw_table.h"     // AdamWTensors
-#include "optimizer.h"    // AdamWConfig
+#include "optim/adamw_schedule.h"  // AdamWScheduleEntry; C headers, hence inside the C block
+#include "optim/adamw_table.h"     // AdamWTensors
+#include "optim/optimizer.h"    // AdamWConfig
 
 // One AdamW step over n values of one tensor, at step t (1-based), as
 // adamw_update() in optimizer.h: m and v (fp32) updated in place, decoupled

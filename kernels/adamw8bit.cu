@@ -3,7 +3,7 @@
 #include <stdint.h>
 
 #include "adamw8bit.h"
-#include "quantize8.h"
+#include "optim/quantize8.h"
 #include "reduce.cuh"
 #include "adamw_clip.cuh"
 #include "vec.cuh"
@@ -47,7 +47,7 @@ struct Adam8Scalars {
 };
 
 // ANCHOR: adamw8bit_value
-// adamw_update's arithmetic (common/optimizer.c) on one value, each rounding
+// adamw_update's arithmetic (common/optim/optimizer.c) on one value, each rounding
 // written out in the C code's order: its products and sums, left to right,
 // each rounded to float, none fused. (adamw_kernel_v1 leaves its expressions
 // to nvcc, which fuses b1 * m + (1 - b1) * g into a fused multiply-add,

@@ -1,6 +1,6 @@
 // adamw8bit.h: chapter 10's 8-bit optimizer on the GPU: AdamW over one
 // tensor whose moments m and v are stored in one byte each, block-wise
-// quantized with the dynamic maps of common/quantize8.h (which explains the
+// quantized with the dynamic maps of common/optim/quantize8.h (which explains the
 // maps, the blocks and the rounding rule). The CPU reference is
 // adamw8bit_update() there: this kernel computes the same bytes, the same
 // scales and the same weights, bit for bit.
@@ -18,7 +18,7 @@ extern "C" {
 #endif
 
 #include "adamw.h"      // AdamWStep, AdamWTensors
-#include "optimizer.h"  // AdamWConfig; a C header, hence inside the C block
+#include "optim/optimizer.h"  // AdamWConfig; a C header, hence inside the C block
 
 // One 8-bit AdamW step over n values of one tensor, at step t (1-based):
 // adamw8bit_update() of quantize8.h, with the weights where adamw_update_v1

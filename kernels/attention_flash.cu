@@ -10,7 +10,7 @@
 #include <math.h>
 
 #include "attention_flash.h"
-#include "util.h"
+#include "util/util.h"
 
 #ifdef PRECISION_BF16
 #include "attention_tiles.cuh"

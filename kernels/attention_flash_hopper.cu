@@ -20,7 +20,7 @@
 #include <math.h>
 
 #include "attention_flash.h"
-#include "util.h"
+#include "util/util.h"
 
 #if defined(PRECISION_BF16) && defined(WITH_WGMMA)
 #include "attention_tiles.cuh"

@@ -5,7 +5,7 @@
 #include "reduce.cuh"
 #include "sm_limits.cuh"
 #include "softmax_crossentropy.h"
-#include "util.h"
+#include "util/util.h"
 #include "vec.cuh"
 
 #define CLASSIFIER_THREADS 1024

@@ -6,7 +6,7 @@
 #include "reduce.cuh"
 
 extern "C" {
-#include "util.h"
+#include "util/util.h"
 }
 
 // One thread per output element: consecutive threads read consecutive

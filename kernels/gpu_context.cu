@@ -6,7 +6,7 @@
 #include "gpu_context.h"
 #include "matmul_lt.h"
 #include "profiler.h"
-#include "util.h"
+#include "util/util.h"
 
 extern "C" void gpu_fail_cuda(cudaError_t err, const char *call, const char *file, int line) {
     fprintf(stderr, "%s:%d: CUDA error %s (%s) in %s\n", file, line, cudaGetErrorName(err),

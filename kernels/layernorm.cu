@@ -3,7 +3,7 @@
 #include "layernorm.h"
 #include "layernorm_row.cuh"
 #include "reduce.cuh"
-#include "util.h"
+#include "util/util.h"
 
 // Rows whose parameter gradients one block sums before writing a partial.
 // A shape constant, not a function of the GPU, so that every GPU adds the
@@ -18,7 +18,7 @@ static int num_chunks(int BT) { return (BT + LN_ROWS_PER_CHUNK - 1) / LN_ROWS_PE
 
 // dinp, one warp per row. With xhat = (x - mean) * rstd and g = dout * weight:
 //   dinp = rstd * (g - mean(g) - xhat * mean(g * xhat))
-// (the derivation is in the CPU reference, common/gpt2_cpu_layers.inc).
+// (the derivation is in the CPU reference, common/model/gpt2_cpu_layers.inc).
 // Loads go through x2f, the row's sums are fp32, dinp is rounded once.
 __global__ void layernorm_backward_dinp_kernel_v1(floatX *dinp, const floatX *dout,
                                                   const floatX *inp, const floatX *weight,

@@ -7,7 +7,7 @@
 
 #include "matmul_lt.h"
 #include "reduce.cuh"
-#include "util.h"
+#include "util/util.h"
 
 #define WORKSPACE_BYTES (32u << 20)
 // Plans kept at once. A model runs a few dozen shapes; a full cache evicts

@@ -5,7 +5,7 @@
 #include "gpu_context.h"
 #include "profiler.h"
 
-#include "util.h"
+#include "util/util.h"
 
 #define PROFILER_MAX_NAMES 512
 #define IDLE_NAME "(idle: the host waited)"

@@ -17,9 +17,9 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "shard.h"
-#include "tokenizer.h"
-#include "util.h"
+#include "files/shard.h"
+#include "data/tokenizer.h"
+#include "util/util.h"
 
 #define VAL_PERCENT 10
 

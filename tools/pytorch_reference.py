@@ -5,7 +5,7 @@ debug states for the trainer's check mode, and it times PyTorch's training
 step in the recipes the book compares against.
 
 The model below is written for this project (no HuggingFace, no nanoGPT) and
-computes exactly what common/gpt2_cpu_layers.inc computes:
+computes exactly what common/model/gpt2_cpu_layers.inc computes:
   * token + position embedding;
   * L blocks of  x = x + attn(ln1(x));  x = x + mlp(ln2(x)),
     layernorm eps 1e-5 (biased variance), attention scores scaled by
@@ -15,7 +15,7 @@ computes exactly what common/gpt2_cpu_layers.inc computes:
     rows of wte and lm_head are not tokens, so their logits are sliced off
     before the softmax, and their gradients are zero.
 Parameters are per-layer modules here; the checkpoint stacks them over L, in
-common/gpt2_config.h's order:
+common/model/gpt2_config.h's order:
   wte (Vp,C) wpe (T,C) ln1w ln1b (L,C) qkvw (L,3C,C) qkvb (L,3C)
   attprojw (L,C,C) attprojb ln2w ln2b (L,C) fcw (L,4C,C) fcb (L,4C)
   fcprojw (L,C,4C) fcprojb (L,C) lnfw lnfb (C) [lm_head (Vp,C) when untied]
@@ -41,7 +41,7 @@ Commands (from the repository root; `--help` on each for every option):
   python3 tools/pytorch_reference.py bench --mode compile-bf16-sdpa-vocab-tied-fused \
       --B 16 --T 1024 --steps 30 --warmup 10 --out-csv results/pytorch.csv --label pytorch-best
 
-File formats (little-endian, as common/checkpoint.h and common/debug_state.h):
+File formats (little-endian, as common/files/checkpoint.h and common/files/debug_state.h):
   checkpoint   256 int32 header: [0]=20240326 [1]=3 [2]=max_seq_len [3]=V [4]=L
                [5]=H [6]=C [7]=Vp [8]=1 if untied else 0, the rest 0; then every
                tensor above as float32, wte and lm_head with Vp rows (padding 0).
@@ -84,7 +84,7 @@ HEADER_BYTES = HEADER_INTS * 4
 
 PARAM_NAMES = ["wte", "wpe", "ln1w", "ln1b", "qkvw", "qkvb", "attprojw", "attprojb", "ln2w",
                "ln2b", "fcw", "fcb", "fcprojw", "fcprojb", "lnfw", "lnfb", "lm_head"]
-# Weight decay applies to matrices only: gpt2_param_is_decayed in common/gpt2_config.c.
+# Weight decay applies to matrices only: gpt2_param_is_decayed in common/model/gpt2_config.c.
 DECAYED = {"wte", "wpe", "qkvw", "attprojw", "fcw", "fcprojw", "lm_head"}
 
 
@@ -283,7 +283,7 @@ class GPT2(nn.Module):
 
     def num_params(self):
         """Every parameter counted once (tied: wte once), padding rows included:
-        gpt2_num_params in common/gpt2_config.c."""
+        gpt2_num_params in common/model/gpt2_config.c."""
         return sum(p.numel() for p in self.parameters())
 
 
@@ -621,7 +621,7 @@ def print_modes():
 
 def flops_per_token(model, T):
     """FLOPs of one training step per token (forward + backward), exactly as
-    common/flops.c counts them:
+    common/model/flops.c counts them:
         6 * N  +  12 * L * C * T
     N counts the weights that take part in matrix products: every transformer
     block's and the lm_head's (wte's when tied); the embedding lookups (wte

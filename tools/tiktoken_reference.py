@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """tiktoken_reference.py: reference GPT-2 token ids from tiktoken itself, for
-checking our C tokenizer (common/tokenizer.c) token for token.
+checking our C tokenizer (common/data/tokenizer.c) token for token.
 
 tiktoken's GPT-2 Encoding is built from the SAME local files that the C code
 reads (data/raw/gpt2_encoder.json and data/raw/gpt2_vocab.bpe, fetched by

@@ -16,8 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tokenizer.h"
-#include "util.h"
+#include "data/tokenizer.h"
+#include "util/util.h"
 
 static void usage(FILE *fp) {
     fprintf(fp,

@@ -25,8 +25,8 @@
 
 #include "attention.h"
 #include "attention_flash.h"
-#include "gpu_ops.h"
-#include "util.h"
+#include "gpu/gpu_ops.h"
+#include "util/util.h"
 
 #define NH 12
 #define HS 64

@@ -2,7 +2,7 @@
 // Yours to write: the regions marked TODO(exercise 02_mixed_precision); what to do and
 // how to test it: exercises/02_mixed_precision/README.md.
 // bf16.c: chapter 02's exercise, part 1: the conversions between fp32 and
-// bfloat16 on the host (declared, with what each must do, in common/bf16.h).
+// bfloat16 on the host (declared, with what each must do, in common/util/bf16.h).
 // solutions/02_mixed_precision/ has them complete, and the bf16 trainer runs
 // them (the weights go to the device through bf16_from_float_rne);
 // exercises/02_mixed_precision/ has their bodies cut out.
@@ -14,7 +14,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "bf16.h"
+#include "util/bf16.h"
 #include "exercise.h"
 
 // The bits of an fp32 number and back (memcpy: the one portable type pun).

@@ -2,7 +2,7 @@
 // Yours to write: the regions marked TODO(exercise 05_flash_attention); what to do and
 // how to test it: exercises/05_flash_attention/README.md.
 // online_softmax.c: chapter 05's exercise: the online softmax of one row of
-// attention, on the CPU (common/online_softmax.h says what each function
+// attention, on the CPU (common/model/online_softmax.h says what each function
 // must do). solutions/05_flash_attention/ has it complete;
 // exercises/05_flash_attention/ has the bodies of online_softmax_tile and
 // online_softmax_finish cut out.
@@ -10,8 +10,8 @@
 #include <stdlib.h>
 
 #include "exercise.h"
-#include "online_softmax.h"
-#include "util.h"
+#include "model/online_softmax.h"
+#include "util/util.h"
 
 void online_softmax_init(OnlineSoftmax *s, float *acc, int hs) {
     s->m = -INFINITY;

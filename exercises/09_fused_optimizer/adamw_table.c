@@ -2,14 +2,14 @@
 // Yours to write: the regions marked TODO(exercise 09_fused_optimizer); what to do and
 // how to test it: exercises/09_fused_optimizer/README.md.
 // adamw_table.c: chapter 09's exercise: the table of tensors of the fused
-// AdamW launch (common/adamw_table.h says what it must hold).
+// AdamW launch (common/optim/adamw_table.h says what it must hold).
 // solutions/09_fused_optimizer/ has it complete; exercises/09_fused_optimizer/
 // has its body cut out.
 #include <string.h>
 
-#include "adamw_table.h"
+#include "optim/adamw_table.h"
 #include "exercise.h"
-#include "util.h"
+#include "util/util.h"
 
 // ANCHOR: adamw_table
 void adamw_table_build(AdamWTensors *table, const size_t *sizes, const int *decay, int count,

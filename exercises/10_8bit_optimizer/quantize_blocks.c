@@ -2,13 +2,13 @@
 // Yours to write: the regions marked TODO(exercise 10_8bit_optimizer); what to do and
 // how to test it: exercises/10_8bit_optimizer/README.md.
 // quantize_blocks.c: chapter 10's exercise: block-wise quantization of a
-// tensor with a dynamic map (common/quantize8.h says what it must do).
+// tensor with a dynamic map (common/optim/quantize8.h says what it must do).
 // solutions/10_8bit_optimizer/ has it complete; exercises/10_8bit_optimizer/
 // has its body cut out.
 #include <math.h>
 
 #include "exercise.h"
-#include "quantize8.h"
+#include "optim/quantize8.h"
 
 // ANCHOR: quantize_blocks
 void q8_quantize_blocks(const float *map, const float *x, size_t n, uint8_t *q, float *absmax) {

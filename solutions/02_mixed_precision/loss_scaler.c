@@ -1,13 +1,13 @@
 // loss_scaler.c: chapter 02's exercise, part 2: the decisions of dynamic loss
-// scaling for fp16 (declared, with the whole story, in common/loss_scaler.h;
-// loss_scaler_init and loss_scaler_unscale are in common/loss_scaler.c).
+// scaling for fp16 (declared, with the whole story, in common/optim/loss_scaler.h;
+// loss_scaler_init and loss_scaler_unscale are in common/optim/loss_scaler.c).
 // solutions/02_mixed_precision/ has them complete; exercises/02_mixed_precision/
 // has their bodies cut out. The bf16 trainer does not call them: bf16 needs
 // no loss scaling, which is the chapter's point; the tests drive them.
 #include <math.h>
 
 #include "exercise.h"
-#include "loss_scaler.h"
+#include "optim/loss_scaler.h"
 
 // ANCHOR: grads_have_inf_or_nan
 int grads_have_inf_or_nan(const float *grads, size_t n) {

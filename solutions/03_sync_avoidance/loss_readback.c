@@ -12,8 +12,8 @@
 
 #include "exercise.h"
 #include "gpu_context.h"
-#include "loss_readback.h"
-#include "util.h"
+#include "gpu/loss_readback.h"
+#include "util/util.h"
 
 // ANCHOR: loss_readback_start
 void loss_readback_start(LossReadback *r, const float *device, int n, cudaStream_t stream) {

@@ -1,13 +1,13 @@
 // repad.c: chapter 06's exercise: a model's parameters from one padding of
-// the vocabulary to another (common/model_shape.h says what it must do).
+// the vocabulary to another (common/model/model_shape.h says what it must do).
 // solutions/06_vocab_padding/ has it complete, and the GPU trainer runs it
 // when a chapter's padding differs from its checkpoint's (--init-from);
 // exercises/06_vocab_padding/ has the body of copy_vocab_rows cut out.
 #include <string.h>
 
 #include "exercise.h"
-#include "model_shape.h"
-#include "util.h"
+#include "model/model_shape.h"
+#include "util/util.h"
 
 // ANCHOR: copy_vocab_rows
 // One (rows, C) vocabulary tensor, from src_rows rows to dst_rows: the

@@ -1,11 +1,11 @@
 // untie.c: chapter 07's exercise: a tied model as an untied one computing
 // the same logits, and the tied model's gradient from the untied one's
-// (common/model_shape.h says what each must do). solutions/07_weight_tying/
+// (common/model/model_shape.h says what each must do). solutions/07_weight_tying/
 // has them complete; exercises/07_weight_tying/ has their bodies cut out.
 #include <string.h>
 
 #include "exercise.h"
-#include "model_shape.h"
+#include "model/model_shape.h"
 
 // ANCHOR: untie
 void gpt2_params_untie(const GPT2Config *tied, const float *src, float *untied) {

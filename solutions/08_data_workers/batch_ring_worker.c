@@ -1,8 +1,8 @@
 // batch_ring_worker.c: chapter 08's exercise: the loop of a worker thread of
-// the ring of batches (common/batch_ring.h says what it must do).
+// the ring of batches (common/data/batch_ring.h says what it must do).
 // solutions/08_data_workers/ has it complete; exercises/08_data_workers/ has
 // its body cut out.
-#include "batch_ring.h"
+#include "data/batch_ring.h"
 #include "exercise.h"
 
 // ANCHOR: ring_worker

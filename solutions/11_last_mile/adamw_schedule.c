@@ -1,8 +1,8 @@
 // adamw_schedule.c: chapter 11's exercise: the table of every step's lr and
-// bias corrections (common/adamw_schedule.h says what it must hold).
+// bias corrections (common/optim/adamw_schedule.h says what it must hold).
 // solutions/11_last_mile/ has it complete; exercises/11_last_mile/ has its
 // body cut out.
-#include "adamw_schedule.h"
+#include "optim/adamw_schedule.h"
 #include "exercise.h"
 
 // ANCHOR: adamw_schedule

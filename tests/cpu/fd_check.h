@@ -12,7 +12,7 @@
 #include <math.h>
 #include <stddef.h>
 
-#include "util.h"
+#include "util/util.h"
 
 #define FD_STEP 1e-5
 #define FD_RTOL 1e-5

@@ -25,7 +25,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "util.h"
+#include "util/util.h"
 
 // ---- a fresh temporary directory per test -------------------------------------
 // The running test's directory, "/tmp/test_<suite>_XXXXXX" once made.

@@ -16,7 +16,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "gpt2_config.h"
+#include "model/gpt2_config.h"
 
 // grads: each tensor as PyTorch holds it, so wte's (and lm_head's) with V rows:
 // the order of gpt2_config.h, the sizes of gpt2_param_sizes but with V rows.

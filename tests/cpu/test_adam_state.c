@@ -1,4 +1,4 @@
-// test_adam_state.c: chapter 10's optimizer state (common/adam_state.h) and
+// test_adam_state.c: chapter 10's optimizer state (common/optim/adam_state.h) and
 // its state file (train_state.h, version 3): which tensors are 8-bit at GPT-2
 // 124M and what that saves; moments to 8-bit and back within the maps'
 // error; a version 3 state written and read back byte for byte; a state of
@@ -9,10 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "adam_state.h"
+#include "optim/adam_state.h"
 #include "file_helpers.h"
-#include "quantize8.h"
-#include "train_state.h"
+#include "optim/quantize8.h"
+#include "files/train_state.h"
 
 TestSuite(adam_state, .init = make_tmpdir, .fini = remove_tmpdir);
 

@@ -1,11 +1,11 @@
 // test_adamw_schedule.c: chapter 11's table of every step's lr and bias
-// corrections (common/adamw_schedule.h), the exercise of chapter 11: entry
+// corrections (common/optim/adamw_schedule.h), the exercise of chapter 11: entry
 // t - 1 holds, bit for bit, what chapters 00-10 compute on the host when
 // they launch step t, through the warm-up, the cosine and past its end.
 #include <criterion/criterion.h>
 #include <string.h>
 
-#include "adamw_schedule.h"
+#include "optim/adamw_schedule.h"
 
 static void check_entries(const AdamWScheduleEntry *table, int steps, const LrSchedule *lr,
                           const AdamWConfig *cfg) {

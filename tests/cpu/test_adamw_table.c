@@ -1,4 +1,4 @@
-// test_adamw_table.c: chapter 09's table of tensors (common/adamw_table.h),
+// test_adamw_table.c: chapter 09's table of tensors (common/optim/adamw_table.h),
 // the exercise of chapter 09: every value of every tensor belongs to exactly
 // one block of the launch, in its own tensor, found the way the kernel finds
 // it (the last tensor whose first_block <= b); empty tensors are left out but
@@ -6,8 +6,8 @@
 #include <criterion/criterion.h>
 #include <stdlib.h>
 
-#include "adamw_table.h"
-#include "gpt2_config.h"
+#include "optim/adamw_table.h"
+#include "model/gpt2_config.h"
 
 // The kernel's lookup: the tensor of block b.
 static int tensor_of_block(const AdamWTensors *t, unsigned int b) {

@@ -1,4 +1,4 @@
-// test_batch_ring.c: chapter 08's ring of batches (common/batch_ring.h) with
+// test_batch_ring.c: chapter 08's ring of batches (common/data/batch_ring.h) with
 // callbacks that stand in for the data loader and the GPU copies: batches
 // come out in order whatever the threads do, the slow part runs in parallel,
 // a slot the consumer holds is never refilled, a failure reaches the consumer
@@ -9,7 +9,7 @@
 #include <stdatomic.h>
 #include <time.h>
 
-#include "batch_ring.h"
+#include "data/batch_ring.h"
 
 #define SLOTS 6
 

@@ -1,4 +1,4 @@
-// test_bf16.c: the fp32 <-> bf16 conversions of common/bf16.h (chapter 02's
+// test_bf16.c: the fp32 <-> bf16 conversions of common/util/bf16.h (chapter 02's
 // exercise, solutions/02_mixed_precision/bf16.c), against bit patterns worked
 // out by hand: round to nearest with ties to even, subnormals, Inf and NaN,
 // the largest finite value, and stochastic rounding's two neighbours and its
@@ -13,8 +13,8 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "bf16.h"
-#include "util.h"
+#include "util/bf16.h"
+#include "util/util.h"
 
 static float f_of(uint32_t bits) {
     float x;

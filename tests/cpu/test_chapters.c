@@ -1,12 +1,12 @@
-// test_chapters.c: the chapter and switch tables (common/chapters.h): each
+// test_chapters.c: the chapter and switch tables (common/train/chapters.h): each
 // chapter adds one change to the one before it, and each names the precision
 // it runs in, the trainer build (build/train_gpt2_fp32 or
 // build/train_gpt2_bf16) that runs it.
 #include <criterion/criterion.h>
 #include <string.h>
 
-#include "chapters.h"
-#include "util.h"
+#include "train/chapters.h"
+#include "util/util.h"
 
 // Every switch belongs to a chapter that exists, which runs in a build the
 // switch means something in; every chapter but the baseline and 02 (a

@@ -8,10 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "check_cpu.h"
-#include "checkpoint.h"
+#include "train/check_cpu.h"
+#include "files/checkpoint.h"
 #include "file_helpers.h"
-#include "gpt2_cpu.h"
+#include "model/gpt2_cpu.h"
 #include "llm_c_writer.h"
 
 static void quiet_tmpdir(void) {

@@ -8,9 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "checkpoint.h"
+#include "files/checkpoint.h"
 #include "file_helpers.h"
-#include "util.h"
+#include "util/util.h"
 
 TestSuite(checkpoint, .init = make_tmpdir, .fini = remove_tmpdir);
 

@@ -25,7 +25,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "train_common.h"
+#include "train/train_common.h"
 #include "training_fixture.h"
 
 // ---- rename and fsync, watched ------------------------------------------------------

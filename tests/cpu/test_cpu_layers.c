@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "fd_check.h"
-#include "gpt2_cpu.h"
+#include "model/gpt2_cpu.h"
 
 enum { B = 2, T = 5, C = 8, NH = 2, OC = 6, V = 11, VP = 16 };
 

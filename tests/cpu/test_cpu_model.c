@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "fd_check.h"
-#include "gpt2_cpu.h"
+#include "model/gpt2_cpu.h"
 
 static GPT2Config tiny_config(int tied, int padded) {
     GPT2Config c = {.max_seq_len = 8, .vocab_size = 13, .padded_vocab_size = padded ? 16 : 13,

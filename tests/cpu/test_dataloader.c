@@ -7,10 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dataloader.h"
+#include "data/dataloader.h"
 #include "file_helpers.h"
-#include "shard.h"
-#include "util.h"
+#include "files/shard.h"
+#include "util/util.h"
 
 TestSuite(dataloader, .init = make_tmpdir, .fini = remove_tmpdir);
 

@@ -10,10 +10,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "debug_state.h"
+#include "files/debug_state.h"
 #include "file_helpers.h"
 #include "llm_c_writer.h"
-#include "util.h"
+#include "util/util.h"
 
 TestSuite(debug_state, .init = make_tmpdir, .fini = remove_tmpdir);
 

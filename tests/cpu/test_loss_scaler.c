@@ -1,4 +1,4 @@
-// test_loss_scaler.c: dynamic loss scaling (common/loss_scaler.h; its
+// test_loss_scaler.c: dynamic loss scaling (common/optim/loss_scaler.h; its
 // decisions are chapter 02's exercise, solutions/02_mixed_precision/
 // loss_scaler.c): finding Inf and NaN, skipping and backing off on an
 // overflow, growing after growth_interval clean steps, and a simulated run of
@@ -6,7 +6,7 @@
 #include <criterion/criterion.h>
 #include <math.h>
 
-#include "loss_scaler.h"
+#include "optim/loss_scaler.h"
 
 Test(loss_scaler, starts_with_pytorchs_defaults) {
     LossScaler ls = loss_scaler_init(LOSS_SCALER_INIT_SCALE);

@@ -1,4 +1,4 @@
-// test_model_shape.c: chapters 06's and 07's exercises (common/model_shape.h):
+// test_model_shape.c: chapters 06's and 07's exercises (common/model/model_shape.h):
 // a model moved between paddings of its vocabulary, and a tied model as an
 // untied one, each checked by what matters: the CPU reference computes the
 // same logits and loss from the moved weights, bit for bit; and the tied
@@ -7,9 +7,9 @@
 #include <math.h>
 #include <string.h>
 
-#include "gpt2_cpu.h"
-#include "model_shape.h"
-#include "util.h"
+#include "model/gpt2_cpu.h"
+#include "model/model_shape.h"
+#include "util/util.h"
 
 enum { B = 2, T = 16 };
 

@@ -1,13 +1,13 @@
 // test_online_softmax.c: chapter 05's exercise, the online softmax of one
-// row of attention (common/online_softmax.h, solutions/05_flash_attention/),
+// row of attention (common/model/online_softmax.h, solutions/05_flash_attention/),
 // against the textbook's three passes in double: the output and the
 // log-sum-exp, whatever the tile size; the running state after each tile;
 // and scores large enough that the textbook's exp(x) would overflow a float.
 #include <criterion/criterion.h>
 #include <math.h>
 
-#include "online_softmax.h"
-#include "util.h"
+#include "model/online_softmax.h"
+#include "util/util.h"
 
 enum { HS = 16, LD = 24 };  // rows of k and v are LD floats apart, HS of them used
 

@@ -3,8 +3,8 @@
 #include <criterion/criterion.h>
 #include <math.h>
 
-#include "optimizer.h"
-#include "sampling.h"
+#include "optim/optimizer.h"
+#include "model/sampling.h"
 
 // fp32 arithmetic on values near 1: agreement to a few ulps.
 #define NEAR(a, b) (fabs((double)(a) - (double)(b)) <= 1e-6 * fmax(1.0, fabs((double)(b))))

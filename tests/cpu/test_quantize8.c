@@ -1,7 +1,7 @@
 // test_quantize8.c: chapter 10's 8-bit optimizer state on the CPU
-// (common/quantize8.h): the two dynamic maps, block-wise quantization and
+// (common/optim/quantize8.h): the two dynamic maps, block-wise quantization and
 // its error bound, and the 8-bit AdamW step against fp32 AdamW
-// (common/optimizer.c).
+// (common/optim/optimizer.c).
 #include <criterion/criterion.h>
 #include <float.h>
 #include <math.h>
@@ -9,11 +9,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "compare.h"
-#include "optimizer.h"
-#include "quantize8.h"
-#include "tolerances.h"
-#include "util.h"
+#include "util/compare.h"
+#include "optim/optimizer.h"
+#include "optim/quantize8.h"
+#include "util/tolerances.h"
+#include "util/util.h"
 
 static const char *map_name(Q8Map map) { return map == Q8_SIGNED ? "signed" : "unsigned"; }
 

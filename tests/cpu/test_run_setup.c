@@ -17,9 +17,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "stop_signal.h"
-#include "train_common.h"
-#include "train_cpu.h"
+#include "train/stop_signal.h"
+#include "train/train_common.h"
+#include "train/train_cpu.h"
 #include "training_fixture.h"
 
 static void setup(void) {

@@ -7,8 +7,8 @@
 #include <unistd.h>
 
 #include "file_helpers.h"
-#include "shard.h"
-#include "util.h"
+#include "files/shard.h"
+#include "util/util.h"
 
 TestSuite(shard, .init = make_tmpdir, .fini = remove_tmpdir);
 

@@ -1,4 +1,4 @@
-// test_tokenizer.c: GPT-2's tokenizer (common/tokenizer.c, common/pretokenize.c)
+// test_tokenizer.c: GPT-2's tokenizer (common/data/tokenizer.c, common/data/pretokenize.c)
 // against tiktoken, token for token.
 //
 // The references in tests/data/ were written by tiktoken itself
@@ -12,9 +12,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "pretokenize.h"
-#include "tokenizer.h"
-#include "util.h"
+#include "data/pretokenize.h"
+#include "data/tokenizer.h"
+#include "util/util.h"
 
 // ---- helpers -------------------------------------------------------------
 

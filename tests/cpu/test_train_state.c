@@ -8,9 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "checkpoint.h"
+#include "files/checkpoint.h"
 #include "file_helpers.h"
-#include "train_state.h"
+#include "files/train_state.h"
 
 TestSuite(train_state, .init = make_tmpdir, .fini = remove_tmpdir);
 

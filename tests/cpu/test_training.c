@@ -10,9 +10,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "checkpoint.h"
-#include "train_cpu.h"
-#include "train_state.h"
+#include "files/checkpoint.h"
+#include "train/train_cpu.h"
+#include "files/train_state.h"
 #include "training_fixture.h"
 
 static void run_steps(CpuTrainer *tr, int n, float *losses) {

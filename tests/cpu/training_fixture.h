@@ -7,8 +7,8 @@
 #include <stdio.h>
 
 #include "file_helpers.h"
-#include "shard.h"
-#include "train_options.h"
+#include "files/shard.h"
+#include "train/train_options.h"
 
 // train_000.bin: a fixed random sequence of 29 tokens (V = 64), repeated to
 // 4000 tokens; val_000.bin: its first 1000. A model that learns the motif

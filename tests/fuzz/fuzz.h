@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include "util.h"
+#include "util/util.h"
 
 // The input, written to a file named for this process (and `tag`, for a
 // harness that needs two files at once). Returns the file's path.

@@ -1,6 +1,6 @@
 // fuzz_checkpoint.c: checkpoint_read and checkpoint_read_config on any bytes.
 #include <stdlib.h>
-#include "checkpoint.h"
+#include "files/checkpoint.h"
 #include "fuzz.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {

@@ -4,7 +4,7 @@
 // shape at all (the reader's "bad model config"). The rest of the input is
 // the file. tests/fuzz/make_seeds.c writes valid ones, of a tied and an
 // untied shape, and one with a bad shape.
-#include "debug_state.h"
+#include "files/debug_state.h"
 #include "fuzz.h"
 #include "fuzz_shapes.h"
 

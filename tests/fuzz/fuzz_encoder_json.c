@@ -1,7 +1,7 @@
 // fuzz_encoder_json.c: tokenizer_load with any bytes as encoder.json (and the
 // real vocab.bpe, which is read only after the encoder is accepted).
 #include "fuzz.h"
-#include "tokenizer.h"
+#include "data/tokenizer.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const char *path = fuzz_input_file("encoder.json", data, size);

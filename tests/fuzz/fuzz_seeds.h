@@ -16,13 +16,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "adam_state.h"
-#include "checkpoint.h"
-#include "debug_state.h"
+#include "optim/adam_state.h"
+#include "files/checkpoint.h"
+#include "files/debug_state.h"
 #include "fuzz_shapes.h"
-#include "shard.h"
-#include "train_state.h"
-#include "util.h"
+#include "files/shard.h"
+#include "files/train_state.h"
+#include "util/util.h"
 
 // n values that are not all alike: scale * (i mod 13) - 0.5.
 static float *fuzz_seed_ramp(size_t n, float scale) {

@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
-#include "gpt2_config.h"
+#include "model/gpt2_config.h"
 
 // 300 parameters: a state of fp32 moments is 3.4 KB, a debug state 2.3 KB.
 static inline GPT2Config fuzz_tiny_config(void) {

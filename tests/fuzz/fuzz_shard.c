@@ -1,7 +1,7 @@
 // fuzz_shard.c: shard_read_header and shard_read on any bytes.
 #include <stdlib.h>
 #include "fuzz.h"
-#include "shard.h"
+#include "files/shard.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const char *path = fuzz_input_file("shard", data, size);

@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include "fuzz.h"
-#include "tokenizer.h"
+#include "data/tokenizer.h"
 
 static inline const Tokenizer *fuzz_gpt2_tokenizer(void) {
     static Tokenizer *tok = NULL;

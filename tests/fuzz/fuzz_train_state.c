@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include "fuzz.h"
 #include "fuzz_shapes.h"
-#include "train_state.h"
+#include "files/train_state.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const char *path = fuzz_input_file("train_state", data, size);

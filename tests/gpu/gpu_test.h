@@ -29,10 +29,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "floatx_host.h"
+#include "gpu/floatx_host.h"
 #include "gpu_context.h"
 #include "precision.h"
-#include "util.h"
+#include "util/util.h"
 
 #define GT_MAX_DEVICE_BUFFERS 256
 

@@ -14,7 +14,7 @@
 
 #include "../cpu/training_fixture.h"
 #include "gpu_test.h"
-#include "train_gpu.h"
+#include "train/train_gpu.h"
 
 #define SP_MAX_STEPS 16
 

@@ -12,10 +12,10 @@
 
 #include "../cpu/file_helpers.h"
 #include "../cpu/llm_c_writer.h"
-#include "chapters.h"
-#include "check_state.h"
-#include "checkpoint.h"
-#include "gpt2_cpu.h"
+#include "train/chapters.h"
+#include "gpu/check_state.h"
+#include "files/checkpoint.h"
+#include "model/gpt2_cpu.h"
 #include "gpu_context.h"
 #include "precision.h"
 

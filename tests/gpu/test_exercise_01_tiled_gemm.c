@@ -4,10 +4,10 @@
 // B*T = M rows, C = K channels, OC = N outputs and no bias.
 #include <stdint.h>
 
-#include "gpt2_cpu.h"
+#include "model/gpt2_cpu.h"
 #include "gpu_test.h"
 #include "tiled_gemm.h"
-#include "tolerances.h"
+#include "util/tolerances.h"
 
 // Against the same product computed from operands rounded to TF32 first, as
 // the kernel must round them (wmma::__float_to_tf32: to nearest, ties away

@@ -1,10 +1,10 @@
 // test_exercise_03_loss_readback.c: chapter 03's exercise, the asynchronous
-// loss readback (common/loss_readback.h, solutions/03_sync_avoidance/
+// loss readback (common/gpu/loss_readback.h, solutions/03_sync_avoidance/
 // loss_readback.c): the values come back exactly; loss_readback_start does
 // not wait for the device; loss_readback_finish does, once, and not before
 // the copy has landed.
 #include "gpu_test.h"
-#include "loss_readback.h"
+#include "gpu/loss_readback.h"
 #include "softmax_crossentropy.h"
 
 TestSuite(exercise_loss_readback, .init = gpu_test_init, .fini = gpu_test_fini);

@@ -3,11 +3,11 @@
 // and the per-kernel profiler. Built into both builds.
 #include <math.h>
 
-#include "activations.h"
-#include "gpu_ops.h"
+#include "gpu/activations.h"
+#include "gpu/gpu_ops.h"
 #include "gpu_test.h"
 #include "profiler.h"
-#include "run_plan.h"
+#include "gpu/run_plan.h"
 #include "softmax_crossentropy.h"
 
 TestSuite(gpu_ops, .init = gpu_test_init, .fini = gpu_test_fini);

@@ -1,11 +1,11 @@
 // test_kernels_adamw.c: adamw_update_v1, grad_norm_v1 and scale_v1 against
-// common/optimizer.c; chapter 03's clipping on the device (grad_clip_factor_v1,
+// common/optim/optimizer.c; chapter 03's clipping on the device (grad_clip_factor_v1,
 // scale_by_device_factor_v1) against the host's, bit for bit; chapter 09's
 // fused update (adamw_begin_step_v2, adamw_fused_v2) against chapter 03's
 // clipping and adamw_update_v1 per tensor, bit for bit.
 #include "adamw.h"
 #include "gpu_test.h"
-#include "optimizer.h"
+#include "optim/optimizer.h"
 
 // The same formula; nvcc fuses b*m + (1-b)*g into one fused multiply-add
 // (one rounding instead of two), so m and v may differ in the last bit, and

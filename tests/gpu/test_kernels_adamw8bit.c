@@ -1,15 +1,15 @@
 // test_kernels_adamw8bit.c: chapter 10's 8-bit AdamW, adamw8bit_update_v1,
-// against its CPU reference, adamw8bit_update (common/quantize8.h), over
+// against its CPU reference, adamw8bit_update (common/optim/quantize8.h), over
 // several steps: tensors of whole blocks, with a short last block, of one
 // value; with and without fp32 master weights; with and without weight
 // decay; without clipping and with a clip factor below, at and above 1;
 // aligned and unaligned. And the maps the kernel builds against the host's.
 #include "adamw8bit.h"
-#include "compare.h"
+#include "util/compare.h"
 #include "gpu_test.h"
-#include "optimizer.h"
-#include "quantize8.h"
-#include "tolerances.h"
+#include "optim/optimizer.h"
+#include "optim/quantize8.h"
+#include "util/tolerances.h"
 
 // How far the GPU's state may be from the CPU's: nowhere. The kernel does
 // the reference's float operations one for one, each correctly rounded on

@@ -2,7 +2,7 @@
 // (split heads, batched cuBLAS GEMMs, causal softmax, merge heads) against
 // the CPU reference.
 #include "attention.h"
-#include "gpt2_cpu.h"
+#include "model/gpt2_cpu.h"
 #include "gpu_test.h"
 
 // fp32 everywhere; the GEMMs and the softmax's row sums add in other orders

@@ -7,11 +7,11 @@
 // either, 3 heads, batches of 5, and the head sizes the kernels are built for.
 #include "attention.h"
 #include "attention_flash.h"
-#include "compare.h"
-#include "gpt2_cpu.h"
+#include "util/compare.h"
+#include "model/gpt2_cpu.h"
 #include "gpu_test.h"  // criterion.h, which <criterion/redirect.h> needs first
 #include <criterion/redirect.h>
-#include "tolerances.h"
+#include "util/tolerances.h"
 
 TestSuite(kernels_attention_flash, .init = gpu_test_init, .fini = gpu_test_fini);
 

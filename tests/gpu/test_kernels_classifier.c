@@ -11,7 +11,7 @@
 // rounded once (bf16: 2^-9 of itself), where the eager path rounds the
 // probabilities first; the tolerance covers both.
 #include "classifier.h"
-#include "gpt2_cpu.h"
+#include "model/gpt2_cpu.h"
 #include "gpu_test.h"
 
 #define SOFTMAX_TOL GT_TOL(1e-5, 4e-3)

@@ -7,7 +7,7 @@
 // bf16, to the CPU's fp32 result rounded to bf16, since the kernels add in
 // fp32 and round once, when they store.
 #include "encoder.h"
-#include "gpt2_cpu.h"
+#include "model/gpt2_cpu.h"
 #include "gpu_test.h"
 
 TestSuite(kernels_encoder, .init = gpu_test_init, .fini = gpu_test_fini);

@@ -1,7 +1,7 @@
 // test_kernels_gelu.c: gelu_forward_v1 and gelu_backward_v1 against the CPU
 // reference.
 #include "gelu.h"
-#include "gpt2_cpu.h"
+#include "model/gpt2_cpu.h"
 #include "gpu_test.h"
 
 // Same formula, operation for operation; the differences are CUDA's tanhf

@@ -1,6 +1,6 @@
 // test_kernels_layernorm.c: the layernorm kernels, v1 (chapter 00) and v2
 // (chapter 04, 16-byte vectors), against the CPU reference.
-#include "gpt2_cpu.h"
+#include "model/gpt2_cpu.h"
 #include "gpu_test.h"
 #include "layernorm.h"
 

@@ -1,6 +1,6 @@
 // test_kernels_matmul.c: matmul_forward_v1 and matmul_backward_v1 (cuBLAS
 // and the bias kernels) against the CPU reference.
-#include "gpt2_cpu.h"
+#include "model/gpt2_cpu.h"
 #include "gpu_test.h"
 #include "matmul.h"
 

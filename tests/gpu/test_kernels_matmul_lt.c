@@ -10,7 +10,7 @@
 // allows for its own tanh.
 #include <math.h>
 
-#include "gpt2_cpu.h"
+#include "model/gpt2_cpu.h"
 #include "gpu_test.h"
 #include "matmul_lt.h"
 

@@ -2,7 +2,7 @@
 // against the CPU reference. Tolerance: none; one add per element, rounded
 // the same way on both sides, so the results must be bit-identical (in bf16:
 // to the CPU's fp32 sum rounded to bf16, as the kernel rounds it).
-#include "gpt2_cpu.h"
+#include "model/gpt2_cpu.h"
 #include "gpu_test.h"
 #include "residual.h"
 

@@ -7,7 +7,7 @@
 // the CPU does here; its tolerances are test_kernels_layernorm.c's (the sums
 // of a row are added in another order than the CPU's loop: a few ulps of
 // fp32; bf16 rounds each stored value once, 4e-3 is twice that).
-#include "gpt2_cpu.h"
+#include "model/gpt2_cpu.h"
 #include "gpu_test.h"
 #include "layernorm.h"
 

@@ -1,6 +1,6 @@
 // test_kernels_softmax_crossentropy.c: the softmax, the cross-entropy, the
 // mean loss and the fused backward against the CPU reference.
-#include "gpt2_cpu.h"
+#include "model/gpt2_cpu.h"
 #include "gpu_test.h"
 #include "softmax_crossentropy.h"
 

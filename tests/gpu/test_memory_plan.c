@@ -6,10 +6,10 @@
 #include <criterion/criterion.h>
 #include <string.h>
 
-#include "chapters.h"
-#include "gpt2_gpu.h"
+#include "train/chapters.h"
+#include "gpu/gpt2_gpu.h"
 #include "gpu_test.h"
-#include "memory_plan.h"
+#include "gpu/memory_plan.h"
 
 TestSuite(memory_plan_host);
 

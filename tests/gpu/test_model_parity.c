@@ -10,13 +10,13 @@
 #include <criterion/criterion.h>
 #include <criterion/parameterized.h>
 
-#include "compare.h"
-#include "gpt2_cpu.h"
-#include "gpt2_gpu.h"
+#include "util/compare.h"
+#include "model/gpt2_cpu.h"
+#include "gpu/gpt2_gpu.h"
 #include "gpu_test.h"
-#include "model_shape.h"
-#include "optimizer.h"
-#include "tolerances.h"
+#include "model/model_shape.h"
+#include "optim/optimizer.h"
+#include "util/tolerances.h"
 
 TestSuite(model, .init = gpu_test_init, .fini = gpu_test_fini);
 

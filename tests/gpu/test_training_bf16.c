@@ -15,11 +15,11 @@
 #include <string.h>
 
 #include "profiler.h"
-#include "compare.h"
-#include "shard.h"
-#include "train_state.h"
+#include "util/compare.h"
+#include "files/shard.h"
+#include "files/train_state.h"
 #include "sync_parity.h"
-#include "tolerances.h"
+#include "util/tolerances.h"
 #include "training_checks.h"
 
 TestSuite(gpu_training_bf16, .init = training_setup, .fini = training_teardown);

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "sync_parity.h"
-#include "tolerances.h"
+#include "util/tolerances.h"
 #include "training_checks.h"
 
 TestSuite(gpu_training, .init = training_setup, .fini = training_teardown);

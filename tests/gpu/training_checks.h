@@ -15,8 +15,8 @@
 
 #include "../cpu/training_fixture.h"
 #include "gpu_test.h"
-#include "train_cpu.h"
-#include "train_gpu.h"
+#include "train/train_cpu.h"
+#include "train/train_gpu.h"
 
 // The suites' .init and .fini: a learnable corpus in a fresh directory, or a
 // skip where there is no GPU.

@@ -8,9 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "compare.h"
-#include "flops.h"
-#include "floatx_host.h"
+#include "util/compare.h"
+#include "model/flops.h"
+#include "gpu/floatx_host.h"
 
 int lab_wants(const Lab *lab, const char *family) {
     return lab->filter == NULL || strstr(family, lab->filter) != NULL;

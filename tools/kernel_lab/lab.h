@@ -21,9 +21,9 @@
 #include <stdio.h>
 
 #include "gpu_context.h"
-#include "gpu_ops.h"
+#include "gpu/gpu_ops.h"
 #include "precision.h"
-#include "util.h"
+#include "util/util.h"
 
 #define LAB_WARMUP 5
 #define LAB_REPS 50

@@ -14,7 +14,7 @@
 
 #include "attention.h"
 #include "attention_flash.h"
-#include "gpt2_cpu.h"
+#include "model/gpt2_cpu.h"
 #include "lab.h"
 
 typedef void (*AttentionForward)(const GpuContext *ctx, floatX *out, floatX *att, float *lse,

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "classifier.h"
-#include "gpt2_cpu.h"
+#include "model/gpt2_cpu.h"
 #include "lab.h"
 #include "softmax_crossentropy.h"
 

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "gelu.h"
-#include "gpt2_cpu.h"
+#include "model/gpt2_cpu.h"
 #include "lab.h"
 #include "residual.h"
 

@@ -3,7 +3,7 @@
 #include <stdlib.h>
 
 #include "encoder.h"
-#include "gpt2_cpu.h"
+#include "model/gpt2_cpu.h"
 #include "lab.h"
 
 typedef void (*EncoderForward)(const GpuContext *ctx, floatX *out, const int32_t *tokens,

@@ -2,7 +2,7 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "gpt2_cpu.h"
+#include "model/gpt2_cpu.h"
 #include "lab.h"
 #include "layernorm.h"
 

@@ -4,10 +4,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "gpt2_cpu.h"
+#include "model/gpt2_cpu.h"
 #include "lab.h"
-#include "chapters.h"
-#include "gpu_ops.h"
+#include "train/chapters.h"
+#include "gpu/gpu_ops.h"
 #include "matmul.h"
 #include "matmul_lt.h"
 

@@ -10,10 +10,10 @@
 #include <string.h>
 
 #include "adamw.h"
-#include "chapters.h"
-#include "gpt2_config.h"
+#include "train/chapters.h"
+#include "model/gpt2_config.h"
 #include "lab.h"
-#include "optimizer.h"
+#include "optim/optimizer.h"
 
 // The step the lab times and checks: step 3 at the peak learning rate.
 #define LAB_STEP 3
@@ -103,7 +103,7 @@ static void adamw_fused(Lab *lab, void *p) {
 }
 
 // The weights of record after one call of `run` over a check layout of
-// params, grads, m and v (n values each), against common/optimizer.c's
+// params, grads, m and v (n values each), against common/optim/optimizer.c's
 // adamw_update over each tensor. max_norm 0: no clipping.
 static double check_layout(Lab *lab, void (*run)(Lab *, void *), const float *params,
                            const float *grads, const float *m, const float *v, size_t n) {
@@ -169,7 +169,7 @@ static void lab_update_rows(Lab *lab, const float *params, const float *grads, c
 
 void lab_optimizer(Lab *lab) {
     if (!lab_wants(lab, "optimizer")) return;
-    // The check: 100003 values, one step, against common/optimizer.c.
+    // The check: 100003 values, one step, against common/optim/optimizer.c.
     const size_t n = 100003;
     float *params = lab_random_x(lab, n, -1, 1), *grads = lab_random_x(lab, n, -0.1f, 0.1f);
     float *m = lab_random_x(lab, n, -0.01f, 0.01f), *v = lab_random_x(lab, n, 1e-6f, 1e-4f);

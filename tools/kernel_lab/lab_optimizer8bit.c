@@ -1,5 +1,5 @@
 // lab_optimizer8bit.c: chapter 10's 8-bit AdamW (kernels/adamw8bit.h),
-// checked against its CPU reference (common/quantize8.h) and timed over
+// checked against its CPU reference (common/optim/quantize8.h) and timed over
 // the values chapter 10 quantizes: the four weight matrices of GPT-2 124M's
 // 12 layers (qkv, attention projection, MLP up and down: 3 + 1 + 4 + 4 = 12
 // times 768 x 768 each), 84,934,656 values, as one tensor.
@@ -7,10 +7,10 @@
 #include <string.h>
 
 #include "adamw8bit.h"
-#include "floatx_host.h"
+#include "gpu/floatx_host.h"
 #include "lab.h"
-#include "optimizer.h"
-#include "quantize8.h"
+#include "optim/optimizer.h"
+#include "optim/quantize8.h"
 
 #define LAB8_STEP 3
 #define LAB8_LR 6e-4f

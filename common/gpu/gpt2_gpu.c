@@ -1,0 +1,447 @@
+// gpt2_gpu.c: see gpt2_gpu.h. The forward and backward passes read like the
+// CPU reference's (gpt2_cpu_model.inc): the same layers in the same order,
+// each one a slot of model->plan.ops. Built twice, for fp32 and for bf16
+// (kernels/precision.h): the code is the same, the storage type floatX is
+// not; the few lines that differ are under #ifdef PRECISION_BF16.
+#include "gpu/gpt2_gpu.h"
+
+#include <math.h>
+#include <nvtx3/nvToolsExt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "adamw.h"
+#include "adamw8bit.h"
+#include "attention.h"
+#include "attention_flash.h"
+#include "gpu/floatx_host.h"
+#include "layernorm.h"
+#include "matmul.h"
+#include "matmul_lt.h"
+#include "gpu/memory_plan.h"
+#include "optim/quantize8.h"
+#include "util/util.h"
+
+// ---- allocation ----------------------------------------------------------------
+
+static float *alloc_floats(GPT2Gpu *model, size_t n, const char *what) {
+    model->device_bytes += n * sizeof(float);
+    return gpu_malloc(n * sizeof(float), what);
+}
+
+// The storage type's buffers: the same as alloc_floats in the fp32 build,
+// half the bytes in the bf16 build.
+static floatX *alloc_floatx(GPT2Gpu *model, size_t n, const char *what) {
+    model->device_bytes += n * sizeof(floatX);
+    return gpu_malloc(n * sizeof(floatX), what);
+}
+
+static void point_tensors(floatX *views[NUM_PARAM_TENSORS], floatX *base,
+                          const size_t sizes[NUM_PARAM_TENSORS]) {
+    for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
+        views[i] = sizes[i] ? base : NULL;
+        base += sizes[i];
+    }
+}
+
+// Chapter 09's table of the tensors in the flat buffers, with the decay of
+// each: built once, here, and passed to every fused update by value. From
+// chapter 10 there are two, one per kind of state: the table of every tensor,
+// filtered, each entry given its blocks again and its place in the state.
+static void adamw_table_of_kind(AdamWTensors *t, const AdamLayout *l, int quantized,
+                                size_t values_per_block) {
+    AdamWTensors all;
+    int decay[NUM_PARAM_TENSORS];
+    for (int i = 0; i < NUM_PARAM_TENSORS; i++) decay[i] = gpt2_param_is_decayed(i);
+    adamw_table_build(&all, l->size, decay, NUM_PARAM_TENSORS, values_per_block);
+    memset(t, 0, sizeof *t);
+    for (int k = 0, i = 0; k < all.count; k++) {
+        while (l->param_offset[i] != all.offset[k] || l->size[i] == 0) i++;  // entry k's tensor
+        if (l->quantized[i] != quantized) continue;
+        const int j = t->count++;
+        t->offset[j] = all.offset[k];
+        t->size[j] = all.size[k];
+        t->decay[j] = all.decay[k];
+        t->state_offset[j] = l->state_offset[i];
+        t->first_block[j] = t->blocks;
+        t->blocks += (unsigned int)((all.size[k] + values_per_block - 1) / values_per_block);
+    }
+}
+
+static void adamw_tables(GPT2Gpu *model) {
+    adamw_table_of_kind(&model->adamw_tensors, &model->adam, 0, ADAMW_FUSED_VALUES_PER_BLOCK);
+    adamw_table_of_kind(&model->adamw8_tensors, &model->adam, 1, Q8_BLOCK);
+}
+
+static void *alloc_zeros(GPT2Gpu *model, size_t bytes, const char *what) {
+    if (bytes == 0) return NULL;
+    model->device_bytes += bytes;
+    void *p = gpu_malloc(bytes, what);
+    CUDA_CHECK(cudaMemset(p, 0, bytes));
+    return p;
+}
+
+// AdamW's moments, all zero (a fresh state: zero bytes with zero scales
+// dequantize to 0): fp32 for every tensor through chapter 09; from chapter
+// 10 one byte each for the weight matrices' (adam_state.h).
+static void alloc_adam_state(GPT2Gpu *model) {
+    const AdamLayout *l = &model->adam;
+    model->m = alloc_zeros(model, l->fp32_values * sizeof(float), "AdamW first moments (fp32)");
+    model->v = alloc_zeros(model, l->fp32_values * sizeof(float), "AdamW second moments (fp32)");
+    model->m_q = alloc_zeros(model, l->q8_values, "AdamW first moments (8-bit)");
+    model->v_q = alloc_zeros(model, l->q8_values, "AdamW second moments (8-bit)");
+    model->m_absmax = alloc_zeros(model, l->q8_blocks * sizeof(float), "8-bit moments' scales");
+    model->v_absmax = alloc_zeros(model, l->q8_blocks * sizeof(float), "8-bit moments' scales");
+}
+
+void gpt2_gpu_init(GPT2Gpu *model, GpuContext *ctx, const GPT2Config *cfg, const float *params,
+                   int max_B, int max_T, const RunPlan *plan) {
+    memset(model, 0, sizeof(*model));
+    model->config = *cfg;
+    model->ctx = ctx;
+    model->plan = *plan;
+    gpu_launch_apply(ctx, &plan->launch);
+    model->max_B = max_B;
+    model->max_T = max_T;
+    gpt2_param_sizes(cfg, model->param_sizes);
+    model->num_params = gpt2_num_params(cfg);
+    model->adam = adam_layout_for(cfg, plan->moments_8bit);
+    size_t n = model->num_params;
+    model->params = alloc_floatx(model, n, "parameters");
+    model->grads = alloc_floatx(model, n, "gradients");
+    alloc_adam_state(model);
+#ifdef PRECISION_BF16
+    model->master = alloc_floats(model, n, "fp32 master weights");
+#endif
+    point_tensors(model->params_of, model->params, model->param_sizes);
+    point_tensors(model->grads_of, model->grads, model->param_sizes);
+    gpt2_gpu_set_params(model, params);
+    activations_alloc(&model->acts, cfg, max_B, max_T, plan);
+    model->device_bytes += model->acts.bytes;
+    model->scratch_floats = memory_plan_scratch_floats(cfg, max_B, max_T, plan);
+    model->scratch = alloc_floats(model, model->scratch_floats, "scratch");
+    model->device_bytes += device_batch_alloc(&model->own, max_B, max_T);
+    model->batch = &model->own;
+    host_batch_init(&model->staging, max_B, max_T, cfg->vocab_size, 0);
+    model->mean_loss = alloc_floats(model, 1, "mean loss");
+    model->norm = alloc_floats(model, 1, "gradient norm");
+    model->clip_factor = alloc_floats(model, 1, "gradient clipping factor");
+    model->device_bytes += sizeof(AdamWStep);
+    model->adamw_step = gpu_malloc(sizeof(AdamWStep), "AdamW step values");
+    adamw_tables(model);
+}
+
+void gpt2_gpu_set_schedule(GPT2Gpu *model, const LrSchedule *lr, const AdamWConfig *cfg,
+                           int steps, int steps_done) {
+    if (!model->plan.device_schedule)
+        die("gpt2_gpu_set_schedule: the run's plan takes the step's values from the host");
+    const size_t bytes = (size_t)steps * sizeof(AdamWScheduleEntry);
+    AdamWScheduleEntry *table = xmalloc(bytes);
+    adamw_schedule_build(table, steps, lr, cfg);
+    gpu_free(model->schedule);
+    model->device_bytes -= (size_t)model->schedule_steps * sizeof(AdamWScheduleEntry);
+    model->device_bytes += bytes;
+    model->schedule = gpu_malloc(bytes, "every step's lr and corrections");
+    gpu_memcpy_sync(model->ctx, model->schedule, table, bytes, cudaMemcpyHostToDevice);
+    free(table);
+    model->schedule_steps = steps;
+    // The counter adamw_begin_step_v3 advances: AdamWStep.t, the last step taken.
+    AdamWStep step = {.t = steps_done};
+    gpu_memcpy_sync(model->ctx, model->adamw_step, &step, sizeof step, cudaMemcpyHostToDevice);
+}
+
+void gpt2_gpu_free(GPT2Gpu *model) {
+    void *all[] = {model->params, model->grads,     model->m,       model->v,
+                   model->master, model->scratch,   model->mean_loss, model->norm,
+                   model->clip_factor, model->adamw_step, model->m_q, model->v_q,
+                   model->m_absmax, model->v_absmax, model->schedule};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) gpu_free(all[i]);
+    device_batch_free(&model->own);
+    activations_free(&model->acts);
+    host_batch_free(&model->staging);
+    memset(model, 0, sizeof(*model));
+}
+
+void gpt2_gpu_print_memory(const GPT2Gpu *model, FILE *out) {
+    const MemoryPlan mem = memory_plan(&model->config, model->max_B, model->max_T, &model->plan);
+    memory_plan_print(&mem, out);
+    activations_print(out, &model->config, model->max_B, model->max_T, &model->plan);
+}
+
+// ---- per-layer views -----------------------------------------------------------
+
+typedef struct {
+    floatX *ln1w, *ln1b, *qkvw, *qkvb, *attprojw, *attprojb;
+    floatX *ln2w, *ln2b, *fcw, *fcb, *fcprojw, *fcprojb;
+} LayerWeights;
+
+static LayerWeights layer_weights(floatX *const t[NUM_PARAM_TENSORS], int l, size_t C) {
+    LayerWeights w = {
+        .ln1w = t[PARAM_LN1W] + l * C,
+        .ln1b = t[PARAM_LN1B] + l * C,
+        .qkvw = t[PARAM_QKVW] + l * 3 * C * C,
+        .qkvb = t[PARAM_QKVB] + l * 3 * C,
+        .attprojw = t[PARAM_ATTPROJW] + l * C * C,
+        .attprojb = t[PARAM_ATTPROJB] + l * C,
+        .ln2w = t[PARAM_LN2W] + l * C,
+        .ln2b = t[PARAM_LN2B] + l * C,
+        .fcw = t[PARAM_FCW] + l * 4 * C * C,
+        .fcb = t[PARAM_FCB] + l * 4 * C,
+        .fcprojw = t[PARAM_FCPROJW] + l * 4 * C * C,
+        .fcprojb = t[PARAM_FCPROJB] + l * C,
+    };
+    return w;
+}
+
+typedef struct {
+    floatX *ln1, *qkv, *atty, *att, *attproj, *residual2;
+    floatX *ln2, *fch, *fch_gelu, *fcproj, *residual3;
+    float *ln1_mean, *ln1_rstd, *ln2_mean, *ln2_rstd, *att_lse;
+} LayerActs;
+
+// Layer l's slices of the (L, B, ...) stacked activations, for the current
+// batch shape (B, T). Of att and att_lse, the one the switches do not need
+// is NULL.
+static LayerActs layer_acts(const GpuActivations *a, int l, size_t B, size_t T, size_t C,
+                            size_t NH) {
+    size_t BTC = B * T * C, BT = B * T;
+    LayerActs x = {
+        .ln1 = a->ln1 + l * BTC,
+        .ln1_mean = a->ln1_mean + l * BT,
+        .ln1_rstd = a->ln1_rstd + l * BT,
+        .qkv = a->qkv + l * 3 * BTC,
+        .atty = a->atty + l * BTC,
+        .att = a->att ? a->att + l * B * NH * T * T : NULL,
+        .att_lse = a->att_lse ? a->att_lse + l * B * NH * T : NULL,
+        .attproj = a->attproj + l * BTC,
+        .residual2 = a->residual2 + l * BTC,
+        .ln2 = a->ln2 + l * BTC,
+        .ln2_mean = a->ln2_mean + l * BT,
+        .ln2_rstd = a->ln2_rstd + l * BT,
+        .fch = a->fch + l * 4 * BTC,
+        .fch_gelu = a->fch_gelu + l * 4 * BTC,
+        .fcproj = a->fcproj + l * BTC,
+        .residual3 = a->residual3 + l * BTC,
+    };
+    return x;
+}
+
+// A layernorm's output and the statistics it saves, with its weights: ln1 of
+// a layer, or the final layernorm.
+typedef struct {
+    floatX *out;
+    float *mean, *rstd;
+    const floatX *weight, *bias;
+} LayernormAt;
+
+// The layernorm that reads the residual stream after layer l: the next
+// layer's ln1, or after the last layer the final one.
+static LayernormAt layernorm_after(const GPT2Gpu *model, int l) {
+    const GPT2Config *c = &model->config;
+    const GpuActivations *a = &model->acts;
+    if (l + 1 == c->num_layers)
+        return (LayernormAt){a->lnf, a->lnf_mean, a->lnf_rstd, model->params_of[PARAM_LNFW],
+                             model->params_of[PARAM_LNFB]};
+    LayerActs x = layer_acts(a, l + 1, model->B, model->T, c->channels, c->num_heads);
+    LayerWeights w = layer_weights(model->params_of, l + 1, c->channels);
+    return (LayernormAt){x.ln1, x.ln1_mean, x.ln1_rstd, w.ln1w, w.ln1b};
+}
+
+static floatX *lm_head_of(floatX *const t[NUM_PARAM_TENSORS], const GPT2Config *c) {
+    return c->tied ? t[PARAM_WTE] : t[PARAM_LM_HEAD];
+}
+
+// ---- the batch -----------------------------------------------------------------
+
+// The batch's shape fits the model's buffers.
+static void check_batch_shape(const GPT2Gpu *model, int B, int T) {
+    if ((size_t)B * T > (size_t)model->max_B * model->max_T || T > model->max_T)
+        die("gpt2_gpu: batch %dx%d exceeds the allocated %dx%d", B, T, model->max_B,
+            model->max_T);
+}
+
+int gpt2_gpu_upload_batch(GPT2Gpu *model, HostBatch *hb, int with_targets, int B, int T,
+                          char *err) {
+    check_batch_shape(model, B, T);
+    if (host_batch_prepare(hb, with_targets, B, T, model->config.vocab_size, err)) return -1;
+    const GpuContext *ctx = model->ctx;
+    const size_t bytes = (size_t)B * T * sizeof(int32_t);
+    DeviceBatch *db = &model->own;
+    model->B = B;
+    model->T = T;
+    model->has_targets = with_targets;
+    model->batch = db;
+    // ANCHOR: batch_upload
+    if (hb->pinned) {
+        // Chapter 03, from pinned memory: each copy is queued on the stream
+        // and returns at once; the copy engine reads the host buffer when the
+        // stream gets there, so the caller must leave it alone until then.
+        gpu_memcpy_async(ctx, db->inputs, hb->inputs, bytes, cudaMemcpyHostToDevice,
+                         "upload (inputs)");
+        if (with_targets)
+            gpu_memcpy_async(ctx, db->targets, hb->targets, bytes, cudaMemcpyHostToDevice,
+                             "upload (targets)");
+    } else {
+        // From pageable memory: each cudaMemcpy first waits for the work
+        // queued before it, then returns once the host's bytes are staged.
+        gpu_memcpy_sync(ctx, db->inputs, hb->inputs, bytes, cudaMemcpyHostToDevice);
+        if (with_targets)
+            gpu_memcpy_sync(ctx, db->targets, hb->targets, bytes, cudaMemcpyHostToDevice);
+    }
+    // ANCHOR_END: batch_upload
+    if (!with_targets) return 0;
+    encoder_buckets_upload(ctx, db->buckets, &hb->buckets);
+    db->num_buckets = hb->buckets.num_buckets;
+    return 0;
+}
+
+void gpt2_gpu_use_batch(GPT2Gpu *model, const DeviceBatch *db, int B, int T) {
+    check_batch_shape(model, B, T);
+    model->B = B;
+    model->T = T;
+    model->has_targets = 1;
+    model->batch = db;
+}
+
+int gpt2_gpu_forward_tokens(GPT2Gpu *model, const int32_t *inputs, const int32_t *targets, int B,
+                            int T, Gpt2ForwardMode mode, char *err) {
+    if ((size_t)B * T > (size_t)model->max_B * model->max_T)
+        die("gpt2_gpu_forward_tokens: batch %dx%d exceeds the allocated %dx%d", B, T,
+            model->max_B, model->max_T);
+    const size_t bytes = (size_t)B * T * sizeof(int32_t);
+    memcpy(model->staging.inputs, inputs, bytes);
+    if (targets) memcpy(model->staging.targets, targets, bytes);
+    if (gpt2_gpu_upload_batch(model, &model->staging, targets != NULL, B, T, err)) return -1;
+    gpt2_gpu_forward(model, mode, model->mean_loss);
+    return 0;
+}
+
+// ---- forward ---------------------------------------------------------------------
+
+void gpt2_gpu_forward(GPT2Gpu *model, Gpt2ForwardMode mode, float *mean_loss) {
+    const GPT2Config *c = &model->config;
+    const int L = c->num_layers, NH = c->num_heads, C = c->channels;
+    const int V = c->vocab_size, Vp = c->padded_vocab_size, ld = model->plan.logits_stride;
+    const GpuContext *ctx = model->ctx;
+    const GpuOps *ops = &model->plan.ops;
+    const int B = model->B, T = model->T;
+    if (mode != GPT2_LOGITS && !model->has_targets)
+        die("gpt2_gpu_forward: a loss needs targets, and the last batch came without");
+    model->last_mode = mode;
+
+    floatX *const *p = model->params_of;
+    GpuActivations *a = &model->acts;
+    nvtxRangePushA("forward");
+    const DeviceBatch *batch = model->batch;
+    ops->encoder_forward(ctx, a->encoded, batch->inputs, p[PARAM_WTE], p[PARAM_WPE], B, T, C);
+    LayernormAt ln = layernorm_after(model, -1);  // the first layer's ln1
+    ops->layernorm_forward(ctx, ln.out, ln.mean, ln.rstd, a->encoded, ln.weight, ln.bias, B, T, C);
+    // ANCHOR: forward_layers
+    floatX *residual = a->encoded;  // the residual stream entering layer l
+    for (int l = 0; l < L; l++) {
+        nvtxRangePushA("layer");
+        LayerWeights w = layer_weights(p, l, C);
+        LayerActs x = layer_acts(a, l, B, T, C, NH);
+        // attention block: x.ln1 was written at the end of the layer before
+        ops->matmul_forward(ctx, x.qkv, NULL, x.ln1, w.qkvw, w.qkvb, B, T, C, 3 * C, 3 * C, NULL);
+        ops->attention_forward(ctx, x.atty, x.att, x.att_lse, model->scratch, x.qkv, B, T, C,
+                               NH);
+        ops->matmul_forward(ctx, x.attproj, NULL, x.atty, w.attprojw, w.attprojb, B, T, C, C, C,
+                            NULL);
+        ops->residual_layernorm_forward(ctx, x.residual2, x.ln2, x.ln2_mean, x.ln2_rstd, residual,
+                                        x.attproj, w.ln2w, w.ln2b, B, T, C);
+        // MLP block
+        ops->matmul_forward(ctx, x.fch_gelu, x.fch, x.ln2, w.fcw, w.fcb, B, T, C, 4 * C, 4 * C,
+                            NULL);
+        ops->matmul_forward(ctx, x.fcproj, NULL, x.fch_gelu, w.fcprojw, w.fcprojb, B, T, 4 * C, C,
+                            C, NULL);
+        // the residual stream after this layer, and its layernorm for the next
+        // layer (or the final layernorm after the last)
+        ln = layernorm_after(model, l);
+        ops->residual_layernorm_forward(ctx, x.residual3, ln.out, ln.mean, ln.rstd, x.residual2,
+                                        x.fcproj, ln.weight, ln.bias, B, T, C);
+        residual = x.residual3;
+        nvtxRangePop();
+    }
+    // ANCHOR_END: forward_layers
+    // ANCHOR: forward_classifier
+    ops->matmul_forward(ctx, a->logits, NULL, a->lnf, lm_head_of(p, c), NULL, B, T, C, Vp, ld,
+                        NULL);
+    if (mode != GPT2_LOGITS)
+        ops->classifier_forward(ctx, a->losses, mean_loss, a->logits, a->probs, batch->targets,
+                                B, T, V, ld, mode == GPT2_TRAIN);
+    // ANCHOR_END: forward_classifier
+    nvtxRangePop();
+}
+
+// ---- backward --------------------------------------------------------------------
+
+static void backward_pass(GPT2Gpu *model, int zero_grads);
+
+void gpt2_gpu_backward(GPT2Gpu *model) { backward_pass(model, 1); }
+void gpt2_gpu_backward_add(GPT2Gpu *model) { backward_pass(model, 0); }
+
+static void backward_pass(GPT2Gpu *model, int zero_grads) {
+    const GPT2Config *c = &model->config;
+    const int B = model->B, T = model->T;
+    const int L = c->num_layers, NH = c->num_heads, C = c->channels;
+    const int V = c->vocab_size, Vp = c->padded_vocab_size, ld = model->plan.logits_stride;
+    const GpuContext *ctx = model->ctx;
+    const GpuOps *ops = &model->plan.ops;
+    if (model->last_mode != GPT2_TRAIN)
+        die("gpt2_gpu_backward: the last forward pass was not a GPT2_TRAIN one");
+    floatX *const *p = model->params_of;
+    floatX *const *g = model->grads_of;
+    GpuActivations *a = &model->acts;
+    GpuActGrads *d = &a->d;
+    float *scratch = model->scratch;
+
+    nvtxRangePushA("backward");
+    // The parameter gradients accumulate (gpu_ops.h): from zero, once a step
+    // (chapter 11's micro-batches after the first add to the ones before).
+    if (zero_grads)
+        gpu_zero(ctx, model->grads, model->num_params * sizeof(floatX), "memset (gradients)");
+    if (ops->classifier_backward)
+        ops->classifier_backward(ctx, d->logits, d->losses, a->probs, model->batch->targets, B,
+                                 T, V, ld);
+    ops->matmul_backward(ctx, d->lnf, lm_head_of(g, c), NULL, scratch, d->logits, a->lnf,
+                         lm_head_of(p, c), NULL, B, T, C, Vp, ld, NULL);
+    // d->residual carries d(loss)/d(residual stream) down through the layers.
+    // A residual connection passes its gradient to both branches unchanged, so
+    // the branch's backward reads d->residual directly, and the layernorm at
+    // the branch's start adds its own contribution into it (+=).
+    floatX *last = L > 0 ? layer_acts(a, L - 1, B, T, C, NH).residual3 : a->encoded;
+    gpu_zero(ctx, d->residual, (size_t)B * T * C * sizeof(floatX), "memset (d residual)");
+    ops->layernorm_backward(ctx, d->residual, g[PARAM_LNFW], g[PARAM_LNFB], scratch, d->lnf, last,
+                            p[PARAM_LNFW], a->lnf_mean, a->lnf_rstd, B, T, C);
+    // ANCHOR: backward_layers
+    for (int l = L - 1; l >= 0; l--) {
+        nvtxRangePushA("layer");
+        LayerWeights w = layer_weights(p, l, C), dw = layer_weights(g, l, C);
+        LayerActs x = layer_acts(a, l, B, T, C, NH);
+        floatX *residual_in = l == 0 ? a->encoded : layer_acts(a, l - 1, B, T, C, NH).residual3;
+        // MLP block, in reverse: through fcproj, then GELU, then fc
+        ops->matmul_backward(ctx, d->fch, dw.fcprojw, dw.fcprojb, scratch, d->residual,
+                             x.fch_gelu, w.fcprojw, x.fch, B, T, 4 * C, C, C, NULL);
+        ops->matmul_backward(ctx, d->ln, dw.fcw, dw.fcb, scratch, d->fch, x.ln2, w.fcw, NULL, B,
+                             T, C, 4 * C, 4 * C, NULL);
+        ops->layernorm_backward(ctx, d->residual, dw.ln2w, dw.ln2b, scratch, d->ln, x.residual2,
+                                w.ln2w, x.ln2_mean, x.ln2_rstd, B, T, C);
+        // attention block, in reverse
+        ops->matmul_backward(ctx, d->atty, dw.attprojw, dw.attprojb, scratch, d->residual, x.atty,
+                             w.attprojw, NULL, B, T, C, C, C, NULL);
+        ops->attention_backward(ctx, d->qkv, scratch, d->atty, x.atty, x.qkv, x.att, x.att_lse,
+                                B, T, C, NH);
+        ops->matmul_backward(ctx, d->ln, dw.qkvw, dw.qkvb, scratch, d->qkv, x.ln1, w.qkvw, NULL, B,
+                             T, C, 3 * C, 3 * C, NULL);
+        ops->layernorm_backward(ctx, d->residual, dw.ln1w, dw.ln1b, scratch, d->ln, residual_in,
+                                w.ln1w, x.ln1_mean, x.ln1_rstd, B, T, C);
+        nvtxRangePop();
+    }
+    // ANCHOR_END: backward_layers
+    ops->encoder_backward(ctx, g[PARAM_WTE], g[PARAM_WPE], d->residual, model->batch->buckets,
+                          model->batch->num_buckets, B, T, C);
+    nvtxRangePop();
+}
+

@@ -1,0 +1,108 @@
+// gpt2_gpu_transfer.c: see gpt2_gpu.h. What crosses between the host and
+// the GPU model outside the training step: the weights, AdamW's moments, the
+// logits and the loss, each converted between the host's fp32 and the
+// device's storage type.
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpu/floatx_host.h"
+#include "gpu/gpt2_gpu.h"
+#include "util/util.h"
+
+void gpt2_gpu_download_logits(const GPT2Gpu *model, size_t first_row, size_t rows, int width,
+                              float *out) {
+    const size_t ld = (size_t)model->plan.logits_stride;
+    float *full = xmalloc(rows * ld * sizeof(float));
+    gpt2_gpu_download_floatx(model, model->acts.logits + first_row * ld, full, rows * ld);
+    for (size_t r = 0; r < rows; r++)
+        memcpy(out + r * width, full + r * ld, (size_t)width * sizeof(float));
+    free(full);
+}
+
+float gpt2_gpu_read_loss(const GPT2Gpu *model) {
+    float loss;
+    gpu_memcpy_sync(model->ctx, &loss, model->mean_loss, sizeof loss, cudaMemcpyDeviceToHost);
+    return loss;
+}
+
+// ANCHOR: adam_state_transfer
+static void check_layout(const GPT2Gpu *model, const AdamState *s) {
+    if (!adam_layout_equal(&s->layout, &model->adam))
+        die("gpt2_gpu: an AdamState of another layout (adam_state_convert it first)");
+}
+
+void gpt2_gpu_get_state(const GPT2Gpu *model, AdamState *s) {
+    check_layout(model, s);
+    const AdamLayout *l = &model->adam;
+    const GpuContext *ctx = model->ctx;
+    gpu_memcpy_sync(ctx, s->m, model->m, l->fp32_values * sizeof(float), cudaMemcpyDeviceToHost);
+    gpu_memcpy_sync(ctx, s->v, model->v, l->fp32_values * sizeof(float), cudaMemcpyDeviceToHost);
+    if (l->q8_values == 0) return;
+    gpu_memcpy_sync(ctx, s->m_q, model->m_q, l->q8_values, cudaMemcpyDeviceToHost);
+    gpu_memcpy_sync(ctx, s->v_q, model->v_q, l->q8_values, cudaMemcpyDeviceToHost);
+    gpu_memcpy_sync(ctx, s->m_absmax, model->m_absmax, l->q8_blocks * sizeof(float),
+                    cudaMemcpyDeviceToHost);
+    gpu_memcpy_sync(ctx, s->v_absmax, model->v_absmax, l->q8_blocks * sizeof(float),
+                    cudaMemcpyDeviceToHost);
+}
+
+void gpt2_gpu_set_state(GPT2Gpu *model, const AdamState *s) {
+    check_layout(model, s);
+    const AdamLayout *l = &model->adam;
+    const GpuContext *ctx = model->ctx;
+    gpu_memcpy_sync(ctx, model->m, s->m, l->fp32_values * sizeof(float), cudaMemcpyHostToDevice);
+    gpu_memcpy_sync(ctx, model->v, s->v, l->fp32_values * sizeof(float), cudaMemcpyHostToDevice);
+    if (l->q8_values == 0) return;
+    gpu_memcpy_sync(ctx, model->m_q, s->m_q, l->q8_values, cudaMemcpyHostToDevice);
+    gpu_memcpy_sync(ctx, model->v_q, s->v_q, l->q8_values, cudaMemcpyHostToDevice);
+    gpu_memcpy_sync(ctx, model->m_absmax, s->m_absmax, l->q8_blocks * sizeof(float),
+                    cudaMemcpyHostToDevice);
+    gpu_memcpy_sync(ctx, model->v_absmax, s->v_absmax, l->q8_blocks * sizeof(float),
+                    cudaMemcpyHostToDevice);
+}
+// ANCHOR_END: adam_state_transfer
+
+void gpt2_gpu_get_moments(const GPT2Gpu *model, float *m, float *v) {
+    AdamState s;
+    adam_state_alloc(&s, &model->adam);
+    gpt2_gpu_get_state(model, &s);
+    adam_state_to_full(&s, m, v);
+    adam_state_free(&s);
+}
+
+void gpt2_gpu_download(const GPT2Gpu *model, const float *device_buffer, float *host) {
+    gpu_memcpy_sync(model->ctx, host, device_buffer, model->num_params * sizeof(float),
+                    cudaMemcpyDeviceToHost);
+}
+
+void gpt2_gpu_upload(GPT2Gpu *model, float *device_buffer, const float *host) {
+    gpu_memcpy_sync(model->ctx, device_buffer, host, model->num_params * sizeof(float),
+                    cudaMemcpyHostToDevice);
+}
+
+// ---- between the host's fp32 and the device's floatX ------------------------------
+
+// ANCHOR: floatx_host_conversion
+void gpt2_gpu_download_floatx(const GPT2Gpu *model, const floatX *device, float *host, size_t n) {
+    floatX *stored = xmalloc(n * sizeof(floatX));
+    gpu_memcpy_sync(model->ctx, stored, device, n * sizeof(floatX), cudaMemcpyDeviceToHost);
+    floats_from_floatx(host, stored, n);
+    free(stored);
+}
+
+void gpt2_gpu_get_params(const GPT2Gpu *model, float *host) {
+    if (model->master) gpt2_gpu_download(model, model->master, host);
+    else gpt2_gpu_download_floatx(model, model->params, host, model->num_params);
+}
+
+void gpt2_gpu_set_params(GPT2Gpu *model, const float *host) {
+    const size_t n = model->num_params;
+    // The bf16 build: the fp32 weights become the master copy as they are,
+    // and the bf16 working copy is each of them rounded to nearest even.
+    if (model->master) gpt2_gpu_upload(model, model->master, host);
+    floatX *stored = xmalloc(n * sizeof(floatX));
+    floatx_from_floats(stored, host, n);
+    gpu_memcpy_sync(model->ctx, model->params, stored, n * sizeof(floatX), cudaMemcpyHostToDevice);
+    free(stored);
+}
+// ANCHOR_END: floatx_host_conversion

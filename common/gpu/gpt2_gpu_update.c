@@ -1,0 +1,128 @@
+// gpt2_gpu_update.c: see gpt2_gpu.h. The update of the GPU model: the
+// gradient norm, the clipping, and AdamW over every tensor, in the ways the
+// chapters take: per tensor with the clipping apart (chapters 00-08), in one
+// launch with the clipping folded in (09), with 8-bit moments (10), and with
+// the step's values from a table on the device (11).
+#include <math.h>
+#include <nvtx3/nvToolsExt.h>
+
+#include "adamw.h"
+#include "adamw8bit.h"
+#include "gpu/gpt2_gpu.h"
+#include "optim/quantize8.h"
+#include "util/util.h"
+
+// One AdamW step for every tensor, after the clipping.
+static void adamw_all_tensors(GPT2Gpu *model, float lr, const AdamWConfig *cfg, int t) {
+    const GpuContext *ctx = model->ctx;
+    // ANCHOR: adamw_per_tensor
+    // Chapter 00 launches AdamW once per tensor of our flat layout (17
+    // launches, 16 when lm_head is tied), walking the tensors one by one as
+    // PyTorch's for-loop implementation does (PyTorch's GPT-2 has 149 tensors,
+    // each a few kernels there); chapter 09 fuses them into one launch.
+    const AdamLayout *l = &model->adam;
+    for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
+        const size_t n = l->size[i], p = l->param_offset[i], s = l->state_offset[i];
+        if (n == 0) continue;
+        // master is NULL in the fp32 build: the update is then made in params.
+        float *master = model->master ? model->master + p : NULL;
+        if (l->quantized[i])  // chapter 10 without the fused launches
+            adamw8bit_update_v1(ctx, model->params + p, master, model->grads + p, model->m_q + s,
+                                model->v_q + s, model->m_absmax + s / Q8_BLOCK,
+                                model->v_absmax + s / Q8_BLOCK, n, lr, cfg,
+                                gpt2_param_is_decayed(i), t, NULL);
+        else
+            adamw_update_v1(ctx, model->params + p, master, model->grads + p, model->m + s,
+                            model->v + s, n, lr, cfg, gpt2_param_is_decayed(i), t);
+    }
+    // ANCHOR_END: adamw_per_tensor
+}
+
+// Chapters 00-08: the gradients clipped in place, then adamw_all_tensors.
+// Returns the norm when the host read it (chapters 00-02), else NaN.
+static float clip_then_adamw(GPT2Gpu *model, float lr, const AdamWConfig *cfg, float max_norm,
+                             int t, const float *norm) {
+    const GpuContext *ctx = model->ctx;
+    const size_t n = model->num_params;
+    float host_norm = NAN;
+    // ANCHOR: clip
+    if (!model->plan.host_reads_norm) {
+        // Chapter 03: the norm stays on the device; so does the factor
+        // computed from it, which the scaling kernel reads from memory.
+        grad_clip_factor_v1(ctx, model->clip_factor, norm, max_norm);
+        scale_by_device_factor_v1(ctx, model->grads, n, model->clip_factor);
+    } else {
+        // Chapters 00-02: the host reads the norm back (and waits for it).
+        gpu_memcpy_sync(model->ctx, &host_norm, norm, sizeof host_norm, cudaMemcpyDeviceToHost);
+        float factor = grad_clip_factor(host_norm, max_norm);
+        if (factor < 1.0f) scale_v1(ctx, model->grads, n, factor);
+    }
+    // ANCHOR_END: clip
+    adamw_all_tensors(model, lr, cfg, t);
+    return host_norm;
+}
+
+// The step's values as the host gives them (chapters 00-10); chapter 11's
+// come from the device's table instead (gpt2_gpu_update_scheduled).
+typedef struct {
+    float lr;
+    int t;
+} HostStep;
+
+// Chapter 09: two launches after the norm's, whatever the number of tensors,
+// and the gradients only read: the clipping is folded into the update. The
+// clip factor is the device's even without sync avoidance, where the host
+// still reads the norm back, only to return it.
+static float adamw_fused_step(GPT2Gpu *model, const HostStep *host, const AdamWConfig *cfg,
+                              float max_norm, float *norm) {
+    const GpuContext *ctx = model->ctx;
+    float host_norm = NAN;
+    // ANCHOR: adamw_fused_call
+    // The step's values (t, lr, the bias corrections, the clip factor from
+    // the norm) go to device memory; the one update launch reads them there.
+    if (host)
+        adamw_begin_step_v2(ctx, model->adamw_step, norm, max_norm, host->t, host->lr, cfg);
+    else  // chapter 11: from the device's table (gpt2_gpu.h)
+        adamw_begin_step_v3(ctx, model->adamw_step, norm, max_norm,
+                            1.0f / (float)model->plan.micro_batches, model->schedule,
+                            model->schedule_steps);
+    adamw_fused_v2(ctx, &model->adamw_tensors, model->params, model->master, model->grads,
+                   model->m, model->v, model->adamw_step, cfg);
+    // ANCHOR_END: adamw_fused_call
+    // ANCHOR: adamw8bit_call
+    // Chapter 10: the tensors whose moments are 8-bit, in a launch of their own.
+    adamw8bit_fused_v2(ctx, &model->adamw8_tensors, model->params, model->master, model->grads,
+                       model->m_q, model->v_q, model->m_absmax, model->v_absmax,
+                       model->adamw_step, cfg);
+    // ANCHOR_END: adamw8bit_call
+    if (model->plan.host_reads_norm)
+        gpu_memcpy_sync(model->ctx, &host_norm, norm, sizeof host_norm, cudaMemcpyDeviceToHost);
+    return host_norm;
+}
+
+static float update(GPT2Gpu *model, const HostStep *host, const AdamWConfig *cfg, float max_norm,
+                    float *norm) {
+    nvtxRangePushA("optimizer");
+    grad_norm_v1(model->ctx, norm, model->scratch, model->grads, model->num_params);
+    float host_norm = model->plan.fused_update
+                          ? adamw_fused_step(model, host, cfg, max_norm, norm)
+                          : clip_then_adamw(model, host->lr, cfg, max_norm, host->t, norm);
+    nvtxRangePop();
+    return host_norm;
+}
+
+float gpt2_gpu_update(GPT2Gpu *model, float lr, const AdamWConfig *cfg, float max_norm, int t,
+                      float *norm) {
+    if (model->plan.device_schedule)
+        die("gpt2_gpu_update: the run's plan takes each step's values from the device "
+            "(gpt2_gpu_update_scheduled)");
+    const HostStep host = {lr, t};
+    return update(model, &host, cfg, max_norm, norm);
+}
+
+float gpt2_gpu_update_scheduled(GPT2Gpu *model, const AdamWConfig *cfg, float max_norm,
+                                float *norm) {
+    if (!model->schedule)
+        die("gpt2_gpu_update_scheduled: no schedule on the device (gpt2_gpu_set_schedule)");
+    return update(model, NULL, cfg, max_norm, norm);
+}

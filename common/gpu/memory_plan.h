@@ -1,0 +1,67 @@
+// memory_plan.h: the device memory a run takes, counted before any of it is
+// allocated, so that a run too large for the card is refused at once, with
+// the batch that would fit, instead of failing in its first step.
+//
+// A GPU's memory goes to the model's own buffers, which gpt2_gpu_init
+// allocates and whose sum is exactly GPT2Gpu.device_bytes (a test checks it),
+// and to what the run keeps beside them: cuBLASLt's workspace and padded
+// weight copies, chapter 08's device batches, chapter 11's trial buffers,
+// and what CUDA's libraries load on their own. The last is no one's
+// allocation we can count: it is an allowance, measured (the trainer's
+// peak against this plan, results/h100/first_run/).
+//
+// At 124M and B=16, T=1024 the activations dominate through chapter 04: the
+// eager attention keeps its (L,B,NH,T,T) probabilities, 9.7 GB in fp32;
+// from chapter 05 the flash kernels keep one float per row instead.
+#ifndef MEMORY_PLAN_H
+#define MEMORY_PLAN_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+#include "model/gpt2_config.h"
+#include "gpu/run_plan.h"
+
+typedef struct {
+    // The model's buffers (gpt2_gpu.h), in bytes.
+    size_t params, grads;   // num_params floatX each
+    size_t adam_fp32;       // AdamW's fp32 m and v
+    size_t adam_8bit;       // chapter 10: the 8-bit m and v and their scales
+    size_t master;          // the fp32 master weights: the bf16 build
+    size_t activations;     // activations.h's table for (B, T)
+    size_t scratch;         // the kernels' one scratch buffer
+    size_t batch;           // the model's device batch: tokens, targets, buckets
+    size_t scalars;         // the mean loss, the norm, the clip factor, the AdamW step
+    size_t model;           // their sum: what gpt2_gpu_init allocates
+    // Beside the model.
+    size_t gemm;            // cuBLASLt's workspace and padded weight copies (chapter 04 on)
+    size_t workers;         // chapter 08: the device batches the workers fill
+    size_t autotune;        // chapter 11: what a GEMM's first call holds while it tries kernels
+    size_t libraries;       // what CUDA's libraries take on their own: an allowance
+    size_t total;
+} MemoryPlan;
+
+// The memory of a run of the model cfg at batches of (B, T), as its plan
+// (run_plan.h) runs it.
+MemoryPlan memory_plan(const GPT2Config *cfg, int B, int T, const RunPlan *run);
+
+// Floats of the model's scratch buffer (part of the plan; gpt2_gpu_init
+// allocates this many).
+size_t memory_plan_scratch_floats(const GPT2Config *cfg, int B, int T, const RunPlan *run);
+
+// The largest batch, B halved until it fits, whose plan fits in free_bytes;
+// 0 when not even B = 1 fits.
+int memory_plan_largest_batch(const GPT2Config *cfg, int B, int T, const RunPlan *run,
+                              size_t free_bytes);
+
+// When the plan of (B, T) does not fit in free_bytes: 0 fits; else -1, and
+// err says how much the run needs, how much the GPU has, and which flags
+// make it fit (a smaller -b, and --grad-accum for the same step where the
+// plan's update allows it).
+int memory_plan_check(const GPT2Config *cfg, int B, int T, const RunPlan *run,
+                      size_t free_bytes, char *err);
+
+// The plan, one line per part (`--memory`).
+void memory_plan_print(const MemoryPlan *p, FILE *out);
+
+#endif

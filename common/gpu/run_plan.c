@@ -1,0 +1,60 @@
+// run_plan.c: see run_plan.h.
+#include "gpu/run_plan.h"
+
+#include <string.h>
+
+#include "util/util.h"
+
+// ANCHOR: run_plan_build
+// What chapter 11's step needs of the chapters before it: a graph replays a
+// step with no host wait inside it (chapter 03) and an update that reads its
+// values from the device (chapter 09); micro-batches, the update's 1/N
+// folded into the device's clip factor (chapter 09), and their losses summed
+// on the device (chapter 03).
+static int check_step(const Optimizations *o, int micro_batches, char *err) {
+    if (!o->cuda_graphs && micro_batches == 1) return 0;
+    const char *flag = o->cuda_graphs ? "--cuda-graphs" : "--grad-accum";
+    if (!o->sync_avoidance)
+        return fail(err, "%s needs --sync-avoidance (chapter 03): its step reads its numbers "
+                         "back later, and a graph may not wait for the host inside a step", flag);
+    if (!o->fused_optimizer)
+        return fail(err, "%s needs --fused-optimizer (chapter 09): the per-tensor updates take "
+                         "the step's lr as an argument, not from the device", flag);
+    return 0;
+}
+
+int run_plan_build(RunPlan *plan, const Optimizations *o, int Vp, int micro_batches, char *err) {
+    memset(plan, 0, sizeof *plan);
+    if (check_step(o, micro_batches, err)) return -1;
+    plan->ops = gpu_ops_select(o, &plan->launch);
+    // The model's buffers: chapter 04's fused classifier keeps no
+    // probabilities and writes dlogits over the logits; chapter 05's flash
+    // attention keeps one log-sum-exp per row of scores instead of the rows.
+    plan->keeps_probs = !o->kernel_fusion;
+    plan->keeps_scores = !o->flash_attention;
+    plan->logits_stride = gpu_ops_logits_stride(o, Vp);
+    plan->lt_gemms = o->kernel_fusion;
+    // The update.
+    plan->host_reads_norm = !o->sync_avoidance;
+    plan->fused_update = o->fused_optimizer;
+    plan->moments_8bit = o->adamw_8bit;
+    // The step.
+    plan->async = o->sync_avoidance;
+    plan->workers = o->data_workers;
+    plan->graphs = o->cuda_graphs;
+    plan->micro_batches = micro_batches;
+    plan->device_schedule = o->cuda_graphs || micro_batches > 1;
+    plan->phase_events = !o->cuda_graphs && micro_batches == 1;
+    plan->recompute = 0;
+    // One GPU: the first the process sees.
+    plan->rank = 0, plan->world_size = 1, plan->device = GPU_FIRST_DEVICE;
+    return 0;
+}
+// ANCHOR_END: run_plan_build
+
+RunPlan run_plan_for_model(const Optimizations *o, int Vp) {
+    RunPlan plan;
+    char err[ERR_LEN];
+    if (run_plan_build(&plan, o, Vp, 1, err)) die("run_plan_for_model: %s", err);
+    return plan;
+}

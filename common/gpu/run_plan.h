@@ -1,0 +1,66 @@
+// run_plan.h: what a run of the GPU trainer does, decided once, before
+// anything is allocated, from the chapter's switches and the command line.
+// The model (gpt2_gpu.h), the memory plan (memory_plan.h) and the step
+// (train_gpu.c) read the plan; none of them reads a switch.
+//
+// The switches themselves are read in three places (chapters.h says so):
+//   gpu_ops_select        which kernel fills each launcher slot, and how every
+//                         launch is made (common/gpu/gpu_ops.c)
+//   apply_model_switches  the model's shape: vocabulary padding, tying
+//   run_plan_build        everything else, below
+#ifndef RUN_PLAN_H
+#define RUN_PLAN_H
+
+#include "train/chapters.h"
+#include "model/gpt2_config.h"
+#include "gpu/gpu_ops.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+// ANCHOR: run_plan
+typedef struct {
+    // The kernels (gpu_ops_select), and the launch settings the model's
+    // context takes from them.
+    GpuOps ops;
+    GpuLaunchSettings launch;
+    // The model's buffers (activations.h, gpt2_gpu.h).
+    int keeps_probs;       // 00-03: the softmax's probabilities, and dlogits of their own
+    int keeps_scores;      // 00-04: attention's (B,NH,T,T) probabilities; else a row's lse (05)
+    int logits_stride;     // the logits' row stride: Vp, or more (gpu_ops_logits_stride)
+    int lt_gemms;          // 04: GEMMs on cuBLASLt, with its workspace (and padded copies)
+    // The update (gpt2_gpu_update).
+    int host_reads_norm;   // 00-02: the gradient norm read back by the host (which clips, to 08)
+    int fused_update;      // 09: one AdamW launch for every tensor, the clipping folded in
+    int moments_8bit;      // 10: the weight matrices' moments in one byte each (adam_state.h)
+    // The step (train_gpu.c).
+    int async;             // 03: the host never waits inside a step; numbers are read late
+    int workers;           // 08: batches from worker threads, copied on a stream of their own
+    int graphs;            // 11: the step replayed from CUDA graphs
+    int micro_batches;     // --grad-accum: backward passes summed into each update
+    int device_schedule;   // the update's lr and corrections from a table on the device
+    int phase_events;      // forward, backward and update timed apart (no graphs, one micro-batch)
+    int recompute;         // activations recomputed in the backward pass: none yet (chapter 14)
+    // The GPUs: this process's rank of world_size, on its device.
+    int rank, world_size, device;
+} RunPlan;
+// ANCHOR_END: run_plan
+
+// The plan for the switches o, a model of padded vocabulary Vp, and
+// micro_batches backward passes per update, on one GPU. Returns 0, or -1 when
+// the switches ask for a step the chapters before cannot give (CUDA graphs or
+// micro-batches without sync avoidance or the fused update), err naming the
+// flags.
+int run_plan_build(RunPlan *plan, const Optimizations *o, int Vp, int micro_batches, char *err);
+
+// The same for a model that is only run and updated, never stepped by the
+// trainer (the tests, --check-state): one micro-batch; a combination the
+// trainer would refuse is a programming error here.
+RunPlan run_plan_for_model(const Optimizations *o, int Vp);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,508 @@
+// train_gpu.c: see train_gpu.h.
+#include "train/train_gpu.h"
+
+#include <math.h>
+#include <nvtx3/nvToolsExt.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/gpt2_cpu.h"
+#include "gpu/memory_plan.h"
+#include "model/model_shape.h"
+#include "profiler.h"
+#include "model/sampling.h"
+#include "softmax_crossentropy.h"
+#include "train/stop_signal.h"
+#include "train/train_common.h"
+
+// ANCHOR: fit_to_switches
+// A checkpoint's weights in the shape the chapter's switches give the model
+// (apply_model_switches): a padding of the vocabulary is added or removed
+// (gpt2_params_repad: the same model); an untied model cannot be tied (that
+// would be another model), and a resumed run keeps its checkpoint's shape,
+// which its training state has too.
+static int fit_to_switches(const char *path, int resuming, const Optimizations *o,
+                           GPT2Config *cfg, float **params, char *err) {
+    GPT2Config want = *cfg;
+    apply_model_switches(o, &want);
+    if (want.tied && !cfg->tied)
+        return fail(err, "%s: an untied model, and the chapter ties lm_head to wte "
+                         "(--weight-tying): tying it would make another model (--no-weight-tying "
+                         "trains it untied)", path);
+    if (want.padded_vocab_size == cfg->padded_vocab_size) return 0;
+    if (resuming)
+        return fail(err, "%s: %d vocabulary rows, and the chapter pads them to %d: a resumed run "
+                         "keeps its shape (--no-vocab-padding; or --init-from it)", path,
+                    cfg->padded_vocab_size, want.padded_vocab_size);
+    float *fitted = xmalloc(gpt2_num_params(&want) * sizeof(float));
+    if (gpt2_params_repad(cfg, *params, &want, fitted, err)) {
+        free(fitted);
+        return -1;
+    }
+    printf("%s: vocabulary rows %d -> %d (--vocab-padding)\n", path, cfg->padded_vocab_size,
+           want.padded_vocab_size);
+    free(*params);
+    *params = fitted;
+    *cfg = want;
+    return 0;
+}
+// ANCHOR_END: fit_to_switches
+
+// The host copy of the initial weights: a checkpoint's or GPT-2's init, with
+// the switches' changes to the model's shape.
+static int initial_params(const TrainOptions *opt, const Optimizations *o, GPT2Config *cfg,
+                          float **params, char *err) {
+    const char *path = opt->resume_from[0] ? opt->resume_from : opt->init_from;
+    if (path[0]) {
+        if (load_model_for_run(path, opt->T, cfg, params, err)) return -1;
+        if (cfg->vocab_size != opt->model.vocab_size) {
+            free(*params);
+            return fail(err, "%s: the model's vocabulary (%d) differs from the data's (%d)", path,
+                        cfg->vocab_size, opt->model.vocab_size);
+        }
+        if (fit_to_switches(path, opt->resume_from[0] != 0, o, cfg, params, err)) {
+            free(*params);
+            *params = NULL;
+            return -1;
+        }
+        return 0;
+    }
+    *cfg = opt->model;
+    apply_model_switches(o, cfg);
+    *params = xmalloc(gpt2_num_params(cfg) * sizeof(float));
+    gpt2_init_params(cfg, *params, opt->seed);
+    return 0;
+}
+
+// The checkpoint's moments, in the model's layout: a state of another layout
+// (chapter 09's fp32 moments resumed in chapter 10, or the reverse) is
+// quantized or dequantized on the way (adam_state_convert).
+static int restore_state(GpuTrainer *tr, char *err) {
+    TrainProgress p;
+    AdamState saved, mine;
+    if (load_state_for_run(tr->opt.resume_from, &tr->opt, &tr->model.config, &p, &saved, err))
+        return -1;
+    int rc = dataloader_seek(&tr->train, p.data, err);
+    if (rc == 0) {
+        adam_state_alloc(&mine, &tr->model.adam);
+        adam_state_convert(&saved, &mine);
+        gpt2_gpu_set_state(&tr->model, &mine);
+        adam_state_free(&mine);
+        tr->step = p.step;
+        tr->sampler.state = p.sampler_rng;
+    }
+    adam_state_free(&saved);
+    return rc;
+}
+
+// ANCHOR: check_memory
+// The run's memory, planned from the model's shape, the batch and the run's
+// plan (memory_plan.h), against what the GPU has free: a run that cannot fit
+// is refused here, before anything is allocated, naming the batch that fits,
+// rather than failing halfway through its first step.
+static int check_memory(const TrainOptions *opt, const RunPlan *plan, const GPT2Config *cfg,
+                        size_t *free_bytes, char *err) {
+    size_t total;
+    CUDA_CHECK(cudaMemGetInfo(free_bytes, &total));
+    char why[ERR_LEN];
+    if (memory_plan_check(cfg, opt->B, opt->T, plan, *free_bytes, why) == 0) return 0;
+    return fail(err, "the run does not fit on the GPU: %s", why);
+}
+// ANCHOR_END: check_memory
+
+// Everything a step uses is made here, before the first step: nothing is
+// allocated or freed inside one, since cudaMallocHost, cudaFreeHost and
+// cudaFree wait for the device, and so, at times, does cudaMalloc.
+static void alloc_step_buffers(GpuTrainer *tr) {
+    const int B = tr->opt.B, T = tr->opt.T, V = tr->model.config.vocab_size;
+    const int async = tr->plan.async;
+    for (int b = 0; b < (async ? 2 : 1); b++) {
+        host_batch_init(&tr->batches[b], B, T, V, async);
+        // Only waited for, never timed: cheaper to record.
+        CUDA_CHECK(cudaEventCreateWithFlags(&tr->copied[b], cudaEventDisableTiming));
+    }
+    host_batch_init(&tr->eval_batch, B, T, V, 0);
+    tr->step_scalars = gpu_malloc(2 * GPU_MAX_PENDING_STEPS * sizeof(float),
+                                  "per-step losses and gradient norms");
+    tr->graph_scalars = gpu_malloc(2 * sizeof(float), "a replayed step's loss and norm");
+    for (int i = 0; i < GPU_MAX_PENDING_STEPS; i++)
+        for (int e = 0; e < 4; e++) CUDA_CHECK(cudaEventCreate(&tr->step_events[i][e]));
+    if (async) loss_readback_init(&tr->readback, 2 * GPU_MAX_PENDING_STEPS);
+}
+
+static void free_step_buffers(GpuTrainer *tr) {
+    // A step still queued may be reading the buffers: let it finish first.
+    gpu_stream_sync(&tr->ctx, "the last steps, before freeing their buffers");
+    for (int b = 0; b < 2; b++) {
+        if (tr->batches[b].inputs) host_batch_free(&tr->batches[b]);
+        if (tr->copied[b]) CUDA_CHECK(cudaEventDestroy(tr->copied[b]));
+    }
+    if (tr->eval_batch.inputs) host_batch_free(&tr->eval_batch);
+    gpu_free(tr->step_scalars);
+    gpu_free(tr->graph_scalars);
+    step_graphs_free(&tr->graphs);
+    for (int i = 0; i < GPU_MAX_PENDING_STEPS; i++)
+        for (int e = 0; e < 4; e++)
+            if (tr->step_events[i][e]) CUDA_CHECK(cudaEventDestroy(tr->step_events[i][e]));
+    if (tr->readback.host) loss_readback_free(&tr->readback);
+}
+
+// The data, the weights, then the plan (which needs the model's shape), the
+// GPU the plan names and the memory it needs, the model, and the step's own
+// buffers; on a failure everything made so far is given back.
+int gpu_trainer_init(GpuTrainer *tr, const TrainOptions *opt, const Optimizations *optim,
+                     char *err) {
+    memset(tr, 0, sizeof(*tr));
+    tr->opt = *opt;
+    rng_seed(&tr->sampler, opt->seed ^ 0x5A5A5A5Aull);
+    if (open_data(opt, &tr->train, &tr->val, &tr->has_val, err)) return -1;
+    GPT2Config cfg;
+    float *params = NULL;
+    if (initial_params(opt, optim, &cfg, &params, err) ||
+        run_plan_build(&tr->plan, optim, cfg.padded_vocab_size, opt->grad_accum, err)) {
+        free(params);
+        dataloader_free(&tr->train);
+        if (tr->has_val) dataloader_free(&tr->val);
+        return -1;
+    }
+    const RunPlan *plan = &tr->plan;
+    dataloader_set_rank(&tr->train, plan->rank, plan->world_size);
+    gpu_context_init(&tr->ctx, plan->device);
+    if (check_memory(opt, plan, &cfg, &tr->free_at_start, err)) {
+        free(params);
+        gpu_context_free(&tr->ctx);
+        dataloader_free(&tr->train);
+        if (tr->has_val) dataloader_free(&tr->val);
+        return -1;
+    }
+    gpt2_gpu_init(&tr->model, &tr->ctx, &cfg, params, opt->B, opt->T, plan);
+    free(params);
+    alloc_step_buffers(tr);
+    if (opt->resume_from[0] && restore_state(tr, err)) {
+        gpu_trainer_free(tr);
+        return -1;
+    }
+    // Chapter 11: every step's values on the device, from the step the run is at.
+    if (plan->device_schedule)
+        gpt2_gpu_set_schedule(&tr->model, &opt->lr, &opt->adamw, opt->steps, tr->step);
+    // Chapter 08: the workers start reading where the run is, after a resume's seek.
+    if (plan->workers) {
+        if (data_workers_start(&tr->workers, &tr->ctx, &tr->train, opt->B, opt->T,
+                               cfg.vocab_size, opt->data_threads, opt->data_delay_us, err)) {
+            gpu_trainer_free(tr);
+            return -1;
+        }
+        tr->workers_running = 1;
+    }
+    return 0;
+}
+
+void gpu_trainer_free(GpuTrainer *tr) {
+    free_step_buffers(tr);
+    if (tr->workers_running) data_workers_stop(&tr->workers);
+    gpt2_gpu_free(&tr->model);
+    gpu_context_free(&tr->ctx);
+    dataloader_free(&tr->train);
+    if (tr->has_val) dataloader_free(&tr->val);
+    memset(tr, 0, sizeof(*tr));
+}
+
+static double event_ms(cudaEvent_t a, cudaEvent_t b) {
+    float ms;
+    CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
+    return ms;
+}
+
+// Chapters 00-02 keep the numbers of the last GPU_MAX_PENDING_STEPS steps
+// for gpu_trainer_read_stats, dropping the oldest.
+static void drop_oldest_stats(GpuTrainer *tr) {
+    memmove(tr->pending_stats, tr->pending_stats + 1,
+            (GPU_MAX_PENDING_STEPS - 1) * sizeof tr->pending_stats[0]);
+    tr->pending--;
+}
+
+// The host batch this step loads into. Chapters 00-02: the one pageable
+// batch, free again as soon as the last step's synchronous copies returned.
+//
+// Chapter 03 uploads from pinned memory with cudaMemcpyAsync, and that is
+// the subtle part. From pageable memory the driver copies the bytes into a
+// staging buffer of its own before the call returns, so the host may
+// overwrite its buffer at once. From pinned memory nothing is copied when
+// the call returns: the copy is only queued, and the GPU's copy engine reads
+// the host buffer later, when the stream reaches the copy, which can be a
+// whole step or two later, since the host now runs ahead of the device.
+// Until then the buffer still belongs to the copy. If the host loaded the
+// next batch into it, the step already queued would train on the wrong
+// tokens: no error, no crash, only a different model, which chapter 03's
+// bit-identity test with chapter 02 would catch.
+//
+// Hence two buffers, used in turn, and an event recorded on the stream right
+// after the copies that read each one. Before writing into a buffer, the host
+// waits for its event: the copies of two steps ago must have been done. That
+// wait costs nothing in the steady state: when the host is two steps ahead,
+// the device still has a whole step queued, so it never runs dry while the
+// host waits. With one buffer the host could not prepare step k+1's batch
+// until step k's copy had run; with two it can, while the device is still
+// busy with step k-1.
+static int next_host_batch(GpuTrainer *tr) {
+    if (!tr->plan.async) return 0;
+    const int b = tr->batches_loaded % 2;
+    // ANCHOR: wait_for_buffer
+    // Done, or never recorded: the buffer is free. Else the host is two steps
+    // ahead of the device, and waits (or an earlier kernel failed: the wait
+    // reports it).
+    if (cudaEventQuery(tr->copied[b]) != cudaSuccess)
+        gpu_event_sync(&tr->ctx, tr->copied[b], "a free upload buffer");
+    // ANCHOR_END: wait_for_buffer
+    return b;
+}
+
+// Chapters 00-07: the next batch, read on this thread, and as long as a read
+// from storage would take (--data-delay-us).
+static int read_batch(GpuTrainer *tr, HostBatch *hb, char *err) {
+    if (dataloader_next(&tr->train, hb->inputs, hb->targets, err)) return -1;
+    tr->batches_loaded++;
+    simulated_storage_delay(tr->opt.data_delay_us);
+    return 0;
+}
+
+// What the host knows of the next step when it starts it; the rest is NaN
+// until the step's numbers are read.
+static GpuStepStats step_stats_new(const GpuTrainer *tr) {
+    return (GpuStepStats){.step = tr->step + 1, .lr = lr_at_step(&tr->opt.lr, tr->step),
+                          .data_ms = 0, .loss = NAN, .grad_norm = NAN, .ms = NAN,
+                          .forward_ms = NAN, .backward_ms = NAN, .optimizer_ms = NAN};
+}
+
+// One micro-batch's work, as the stream gets it, and what a graph records.
+typedef struct {
+    GpuTrainer *tr;
+    GpuStepStats *s;       // the step's numbers: those the host reads at once (00-02)
+    float *loss, *norm;    // the step's, on the device
+    cudaEvent_t *events;   // the phases' marks (plan.phase_events), or NULL
+    int first, last;       // of the step's micro-batches
+} MicroStep;
+
+// ANCHOR: micro_step
+static void micro_step_work(void *arg) {
+    const MicroStep *m = arg;
+    GPT2Gpu *model = &m->tr->model;
+    const RunPlan *plan = &m->tr->plan;
+    const TrainOptions *opt = &m->tr->opt;
+    const int n = plan->micro_batches;
+    // One micro-batch: its mean loss is the step's. Several: each one's into
+    // the model's float, then into the step's mean, on the device.
+    float *loss = n == 1 ? m->loss : model->mean_loss;
+    gpt2_gpu_forward(model, GPT2_TRAIN, loss);
+    if (n > 1) loss_accumulate_v1(model->ctx, m->loss, loss, m->first, m->last ? n : 0);
+    // Chapters 00-02 read the loss back every step, as `loss.item()` does: the
+    // host waits here for the whole forward pass.
+    if (!plan->async)
+        gpu_memcpy_sync(model->ctx, &m->s->loss, m->loss, sizeof(float), cudaMemcpyDeviceToHost);
+    if (m->events) CUDA_CHECK(cudaEventRecord(m->events[1], model->ctx->stream));
+    // The gradients: from zero at the first micro-batch, added after it.
+    if (m->first) gpt2_gpu_backward(model);
+    else gpt2_gpu_backward_add(model);
+    if (m->events) CUDA_CHECK(cudaEventRecord(m->events[2], model->ctx->stream));
+    if (!m->last) return;
+    // The update's values: the host's through chapter 10, the device's table's
+    // in chapter 11. Chapters 00-02 get the norm back; later chapters NaN.
+    m->s->grad_norm =
+        plan->device_schedule
+            ? gpt2_gpu_update_scheduled(model, &opt->adamw, opt->grad_clip, m->norm)
+            : gpt2_gpu_update(model, m->s->lr, &opt->adamw, opt->grad_clip, m->s->step, m->norm);
+}
+// ANCHOR_END: micro_step
+
+// Where the step's loss and norm go on the device, and the stats it keeps:
+// chapters 00-02 read a step's numbers at once and keep the last
+// GPU_MAX_PENDING_STEPS (dropping the oldest), in slot 0; chapter 03 reads
+// them late, each pending step in a slot of its own.
+static int step_slot(GpuTrainer *tr, char *err) {
+    if (tr->pending == GPU_MAX_PENDING_STEPS) {
+        if (tr->plan.async)
+            return fail(err, "%d steps are pending: gpu_trainer_read_stats must read them first",
+                        GPU_MAX_PENDING_STEPS);
+        drop_oldest_stats(tr);
+    }
+    return tr->plan.async ? tr->pending : 0;
+}
+
+// ANCHOR: training_step
+// One step, every chapter's: for each micro-batch of the plan (one, but in
+// chapter 11 with --grad-accum), the batch loaded and the micro-batch's work
+// queued, or replayed from its graph (chapter 11); the phases timed apart
+// where the plan can (one micro-batch, no graph); and in chapters 00-02 a
+// wait for the end of the step.
+int gpu_trainer_step(GpuTrainer *tr, GpuStepStats *s, char *err) {
+    GpuContext *ctx = &tr->ctx;
+    const RunPlan *plan = &tr->plan;
+    const int slot = step_slot(tr, err);
+    if (slot < 0) return -1;
+    // A replayed graph reads its step's lr from the table without asking the
+    // host: the bound is checked here, for every step.
+    if (plan->device_schedule && tr->step + 1 > tr->model.schedule_steps)
+        return fail(err, "step %d is past the %d steps of the device's schedule (--steps)",
+                    tr->step + 1, tr->model.schedule_steps);
+    *s = step_stats_new(tr);
+    cudaEvent_t *ev = tr->step_events[slot];
+    float *loss = tr->step_scalars + 2 * slot;  // and its norm at loss + 1
+    // ANCHOR: graph_step
+    // Replayed steps write their loss and norm to two fixed floats, copied to
+    // this step's after the replay. The profiler times kernels one by one:
+    // its steps run as they are.
+    const int graphs = plan->graphs && tr->warmed_up && !gpu_profiling(ctx);
+    float *step_loss = graphs ? tr->graph_scalars : loss;
+    double start = 0;
+    for (int i = 0; i < plan->micro_batches; i++) {
+        // ANCHOR: step_data
+        // Chapters 00-07 read the batch here, on this thread, into a host
+        // batch (chapter 03: one of two pinned ones, which may mean a wait);
+        // chapter 08 takes one that the workers prepared, and queues its
+        // copies on their stream.
+        const int b = plan->workers ? 0 : next_host_batch(tr);
+        if (i == 0) start = now_ms();
+        if (i == 0 && tr->pending == 0) tr->interval_start = start;
+        const double before = now_ms();
+        nvtxRangePushA("data");
+        int rc = plan->workers ? data_workers_feed(&tr->workers, &tr->model, err)
+                               : read_batch(tr, &tr->batches[b], err);
+        nvtxRangePop();
+        s->data_ms += now_ms() - before;
+        // ANCHOR_END: step_data
+        if (rc) return -1;
+        if (i == 0 && plan->phase_events) CUDA_CHECK(cudaEventRecord(ev[0], ctx->stream));
+        if (!plan->workers) {
+            if (gpt2_gpu_upload_batch(&tr->model, &tr->batches[b], 1, tr->opt.B, tr->opt.T, err))
+                return -1;
+            // Chapter 03: the batch's buffers are free again once this event is done.
+            if (plan->async) CUDA_CHECK(cudaEventRecord(tr->copied[b], ctx->stream));
+        }
+        MicroStep m = {tr, s, step_loss, step_loss + 1, plan->phase_events ? ev : NULL,
+                       i == 0, i == plan->micro_batches - 1};
+        if (graphs) {
+            StepGraphKey key = {tr->model.batch, m.first, m.last};
+            step_graphs_launch(&tr->graphs, ctx, key, micro_step_work, &m);
+        } else {
+            micro_step_work(&m);
+        }
+    }
+    if (graphs)
+        gpu_memcpy_async(ctx, loss, tr->graph_scalars, 2 * sizeof(float),
+                         cudaMemcpyDeviceToDevice, "copy (a replayed step's loss and norm)");
+    // ANCHOR_END: graph_step
+    if (plan->phase_events) CUDA_CHECK(cudaEventRecord(ev[3], ctx->stream));
+    // Chapters 00-02 wait for the end of the step; chapter 03 goes on to the next.
+    if (!plan->async) gpu_event_sync(ctx, ev[3], "the end of the step");
+    tr->step++;
+    tr->warmed_up = 1;
+    if (!plan->async) {
+        s->ms = now_ms() - start;
+        s->forward_ms = event_ms(ev[0], ev[1]);
+        s->backward_ms = event_ms(ev[1], ev[2]);
+        s->optimizer_ms = event_ms(ev[2], ev[3]);
+    }
+    tr->pending_stats[tr->pending++] = *s;
+    return 0;
+}
+// ANCHOR_END: training_step
+
+int gpu_trainer_pending(const GpuTrainer *tr) { return tr->pending; }
+
+int gpu_trainer_read_stats(GpuTrainer *tr, GpuStepStats *out) {
+    const int n = tr->pending;
+    if (n == 0) return 0;
+    memcpy(out, tr->pending_stats, (size_t)n * sizeof *out);
+    tr->pending = 0;
+    if (!tr->plan.async) return n;
+    // ANCHOR: read_stats_async
+    // The one wait: for the copy of the pending steps' losses and norms,
+    // queued after all of their work.
+    float values[2 * GPU_MAX_PENDING_STEPS];
+    loss_readback_start(&tr->readback, tr->step_scalars, 2 * n, tr->ctx.stream);
+    loss_readback_finish(&tr->readback, &tr->ctx, values);
+    double ms = (now_ms() - tr->interval_start) / n;
+    for (int i = 0; i < n; i++) {
+        cudaEvent_t *ev = tr->step_events[i];
+        out[i].loss = values[2 * i];
+        out[i].grad_norm = values[2 * i + 1];
+        out[i].ms = ms;
+        if (!tr->plan.phase_events) continue;  // no split by phase (train_gpu.h)
+        out[i].forward_ms = event_ms(ev[0], ev[1]);
+        out[i].backward_ms = event_ms(ev[1], ev[2]);
+        out[i].optimizer_ms = event_ms(ev[2], ev[3]);
+    }
+    // ANCHOR_END: read_stats_async
+    return n;
+}
+
+int gpu_trainer_val_loss(GpuTrainer *tr, float *loss, char *err) {
+    if (!tr->has_val) return fail(err, "no validation data");
+    HostBatch *hb = &tr->eval_batch;
+    dataloader_reset(&tr->val);
+    double sum = 0;
+    for (int i = 0; i < tr->opt.val_batches; i++) {
+        if (dataloader_next(&tr->val, hb->inputs, hb->targets, err)) return -1;
+        if (gpt2_gpu_upload_batch(&tr->model, hb, 1, tr->opt.B, tr->opt.T, err)) return -1;
+        gpt2_gpu_forward(&tr->model, GPT2_LOSS, tr->model.mean_loss);
+        sum += gpt2_gpu_read_loss(&tr->model);
+    }
+    *loss = (float)(sum / tr->opt.val_batches);
+    return 0;
+}
+
+int gpu_trainer_save(GpuTrainer *tr, char *model_path, size_t cap, char *err) {
+    GPT2Gpu *m = &tr->model;
+    float *params = xmalloc(m->num_params * sizeof(float));
+    AdamState state;
+    adam_state_alloc(&state, &m->adam);
+    // The weights of record: the fp32 master weights in the bf16 build, so a
+    // checkpoint is fp32 (version 3) whichever build wrote it; the moments as
+    // the model keeps them (8-bit ones too, from chapter 10).
+    gpt2_gpu_get_params(m, params);
+    gpt2_gpu_get_state(m, &state);
+    // With workers the loader is ahead of the model: the position of record is
+    // after the last batch the model took.
+    DataPosition data = tr->workers_running ? data_workers_position(&tr->workers)
+                                            : dataloader_position(&tr->train);
+    TrainProgress p = {.step = tr->step, .data = data, .sampler_rng = tr->sampler.state,
+                       .B = tr->opt.B, .T = tr->opt.T};
+    int rc = save_run(tr->opt.checkpoint_dir, &m->config, params, &state, &p, model_path, cap,
+                      err);
+    free(params);
+    adam_state_free(&state);
+    return rc;
+}
+
+// ANCHOR: sample
+// Each new token reruns the whole context (no KV cache) in GPT2_LOGITS mode
+// and draws from the softmax of the last position's logits, computed on the
+// host. Every forward pass has the same shape, (1, window), window = the
+// model's T or the sample's length if shorter: the context fills the first
+// len positions and end-of-text tokens the rest. Causal attention lets
+// position len - 1 see positions 0 .. len - 1 only, and every other layer
+// works row by row, so the padding changes nothing that is read; and one
+// shape means one set of GEMM plans, where a shape per length would make
+// cuBLASLt a plan for every token (matmul_lt.h). Once the sample is longer
+// than the window, the context slides and fills it.
+int gpu_trainer_sample(GpuTrainer *tr, int32_t *out, int n, int eot) {
+    const GPT2Config *c = &tr->model.config;
+    const int window = n < tr->opt.T ? (n > 0 ? n : 1) : tr->opt.T;
+    float *logits = xmalloc((size_t)c->vocab_size * sizeof(float));
+    HostBatch *hb = &tr->eval_batch;
+    char err[ERR_LEN];
+    out[0] = eot;
+    int t = 1;
+    for (; t <= n && !stop_requested(); t++) {
+        const int len = t < window ? t : window;
+        memcpy(hb->inputs, out + t - len, (size_t)len * sizeof(int32_t));
+        for (int i = len; i < window; i++) hb->inputs[i] = eot;
+        if (gpt2_gpu_upload_batch(&tr->model, hb, 0, 1, window, err)) die("%s", err);
+        gpt2_gpu_forward(&tr->model, GPT2_LOGITS, NULL);
+        gpt2_gpu_download_logits(&tr->model, (size_t)len - 1, 1, c->vocab_size, logits);
+        out[t] = sample_from_logits(logits, c->vocab_size, rng_uniform(&tr->sampler));
+    }
+    free(logits);
+    return t - 1;
+}
+// ANCHOR_END: sample
