@@ -18,6 +18,10 @@
 // considers, and how often each one admitted is timed.
 #define AUTOTUNE_CANDIDATES 8
 #define AUTOTUNE_TIMED_RUNS 9
+// Whether each timed run starts from a flushed L2 cache (see autotune).
+#ifndef AUTOTUNE_FLUSH_L2
+#define AUTOTUNE_FLUSH_L2 1
+#endif
 // Widths padded to a multiple of 8 (see pad_weight): the distinct (OC, C)
 // seen in a run. GPT-2 has one, the lm_head's.
 #define MAX_PADDED_SHAPES 8
@@ -319,7 +323,7 @@ static float median_ms(const GpuContext *ctx, const Plan *plan, const cublasLtMa
     for (int r = 0; r < AUTOTUNE_TIMED_RUNS; r++) {
         CUDA_CHECK(cudaEventCreate(&start[r]));
         CUDA_CHECK(cudaEventCreate(&stop[r]));
-        CUDA_CHECK(cudaMemsetAsync(flush, r, flush_bytes, ctx->stream));
+        if (AUTOTUNE_FLUSH_L2) CUDA_CHECK(cudaMemsetAsync(flush, r, flush_bytes, ctx->stream));
         CUDA_CHECK(cudaEventRecord(start[r], ctx->stream));
         run_algo(ctx, plan, algo, A, B, beta, D);
         CUDA_CHECK(cudaEventRecord(stop[r], ctx->stream));
