@@ -901,7 +901,7 @@ local function transform(f)
       for k = 1, #cols do
         local cell = 0
         for _, r in ipairs(body) do cell = math.max(cell, utf8.len(stringify(r[k])) or 0) end
-        if cols[k] == "label" then cell = math.ceil(cell * 1.25) end  -- typewriter is wider
+        if cols[k] == "label" then cell = math.ceil(cell * 1.4) end  -- typewriter is wider
         local title_text = stringify(header[k])
         local title, word = utf8.len(title_text) or 0, 0
         for w in title_text:gmatch("%S+") do word = math.max(word, utf8.len(w) or 0) end
