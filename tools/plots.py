@@ -842,7 +842,8 @@ def plot_optimizer(ctx):
     ax.set_xlabel("milliseconds per step, the optimizer's kernels", fontsize=8.5)
     ax.tick_params(axis="x", labelsize=8)
     ax.grid(axis="x", color="#dddddd")
-    ax.legend(loc="upper center", ncol=2, frameon=False, fontsize=7.5)
+    ax.legend(loc="upper center", ncol=2, frameon=True, framealpha=1, edgecolor="none",
+              fontsize=7.5).set_zorder(5)
     sources = (f"{rel(os.path.join(folder, 'profile_ch08.csv'))} and profile_ch09.csv (one session "
                "of make bench, steps that clip)"
                + (f"; the floor: {rel(lab)}, row adamw_update-v2-fused, its bytes" if floor else ""))
