@@ -403,6 +403,39 @@ local function load_environment(csv_path)
   return env
 end
 
+-- The `make bench` session of each row of a results.csv: 1 for the run that
+-- wrote it, k + 1 for the k-th "appended: DATE, commit C: chapters N M ..."
+-- line of its environment.txt (tools/bench.sh, APPEND=1). An appended
+-- session's rows follow the others, from the first row of a chapter it
+-- names (tools/plots.py reads them the same way). Returns {label -> k} and
+-- the sessions, { {date =, commit =}, ... }, or nil without appended lines.
+local function load_sessions(csv_path)
+  local text = read_file(dirname(csv_path) .. "/environment.txt")
+  local t = load_csv(csv_path)
+  if not text or not t then return nil end
+  local env = load_environment(csv_path) or {}
+  local sessions = { { date = env.date, commit = env.commit } }
+  local appended = {}
+  for _, line in ipairs(split_lines(text)) do
+    local date, commit, chapters = line:match("^appended:%s*(%S+), commit (%w+): chapters ([%d ]+)")
+    if date then
+      sessions[#sessions + 1] = { date = date, commit = commit }
+      local set = {}
+      for n in chapters:gmatch("%d+") do set[tonumber(n)] = true end
+      appended[#appended + 1] = set
+    end
+  end
+  if #appended == 0 then return nil end
+  local of, current = {}, 1
+  for _, r in ipairs(t.rows) do
+    local label = r[t.col.label or 1] or ""
+    local n = label:match("^ch(%d%d)")
+    if n and appended[current] and appended[current][tonumber(n)] then current = current + 1 end
+    of[label] = current
+  end
+  return of, sessions
+end
+
 local function thousands(digits)
   local sign, int, frac = digits:match("^([-+]?)(%d+)(.*)$")
   if not int then return digits end
@@ -921,10 +954,28 @@ local function transform(f)
     local note = { pandoc.Str("Source:"), pandoc.Space(), pandoc.Code(path) }
     local env = load_environment(path)
     if env then
+      -- A results.csv of several sessions: the date and commit of the rows shown.
+      local of, sessions = load_sessions(path)
+      if of then
+        local seen, ids = {}, {}
+        for _, r in ipairs(rows) do
+          local k = of[r[t.col.label or 1]]
+          if k and not seen[k] then seen[k] = true ids[#ids + 1] = k end
+        end
+        table.sort(ids)
+        if #ids == 1 then
+          env = { gpu = env.gpu, date = sessions[ids[1]].date, commit = sessions[ids[1]].commit }
+        elseif #ids > 1 then
+          local commits = {}
+          for _, k in ipairs(ids) do commits[#commits + 1] = sessions[k].commit end
+          env = { gpu = env.gpu, date = sessions[ids[1]].date,
+                  commit = table.concat(commits, ", ") .. " (" .. #ids .. " sessions of the benchmark)" }
+        end
+      end
       local bits = {}
       if env.gpu then bits[#bits + 1] = env.gpu end
       if env.date then bits[#bits + 1] = env.date:sub(1, 10) end
-      if env.commit then bits[#bits + 1] = "commit " .. env.commit end
+      if env.commit then bits[#bits + 1] = (env.commit:find(",") and "commits " or "commit ") .. env.commit end
       if #bits > 0 then
         note[#note + 1] = pandoc.Str(";")
         note[#note + 1] = pandoc.Space()
