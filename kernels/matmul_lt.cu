@@ -228,7 +228,7 @@ static Plan *plan_for(MatmulLt *lt, const PlanKey *k) {
 // ANCHOR: autotune
 // cuBLASLt's heuristic ranks its kernels for a shape from a model of the GPU,
 // without running them. Its first choice is good, not always the fastest: on
-// the H100 another of its first eight is up to 9% faster for some of GPT-2's
+// the H100 another of its first eight is up to 5% faster for some of GPT-2's
 // GEMMs (the kernel lab's autotuned rows). So the first call of a shape tries
 // the candidates whose attributes promise the first's order of sums
 // (adds_like_first), on the call's own operands, in two rounds:

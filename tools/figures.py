@@ -18,6 +18,12 @@ name in book/figures/: NAME.svg for the HTML book, NAME.pdf for the PDF.
     causal_tiles         flash attention's tiles of a (T, T) score matrix:
                          which are computed, masked and skipped, and the
                          order each kernel's blocks visit them (chapter 05)
+    fusion_traffic       the passes over memory of the residual add and
+                         layernorm, and of the classifier, eager and fused
+                         (chapter 04)
+    vocab_padding        where the rows of the logits start at 50257, 50264
+                         and 50304 values, and the last tile of 128 columns
+                         (chapter 06)
 
 The output is deterministic, as tools/plots.py's is: the same script gives
 byte-identical files, and a file whose bytes would not change is not
@@ -386,6 +392,125 @@ def causal_tiles():
     return save(fig, "causal_tiles")
 
 
+# ---- chapter 04: the bytes of a fusion --------------------------------------------
+READ, WRITE, GONE = "#4c72b0", "#dd8452", "#f2f2f2"
+
+
+def traffic_row(ax, y, passes, unit, label, total_note):
+    """One way of doing the work: its passes over memory as blocks, left to right,
+    each as wide as the tensor it moves; passes that fusion removes are drawn
+    hollow and struck through, with what they were."""
+    x = 0.0
+    for kernel, kind, name, removed in passes:
+        colour = GONE if removed else (READ if kind == "read" else WRITE)
+        ax.add_patch(patches.Rectangle((x, y), unit, 0.5, facecolor=colour,
+                                       edgecolor="#999999" if removed else "white", lw=0.8,
+                                       hatch="xx" if removed else None))
+        ax.text(x + unit / 2, y + 0.25, f"{kind}\n{name}", ha="center", va="center",
+                fontsize=7.5, color=GREY if removed else "white")
+        if kernel:
+            ax.text(x, y + 0.58, kernel, ha="left", va="bottom", fontsize=7.5, color=INK)
+            ax.plot([x, x], [y - 0.05, y + 0.62], color=INK, lw=0.8)
+        x += unit
+    ax.text(-0.15, y + 0.25, label, ha="right", va="center", fontsize=8.5, fontweight="bold",
+            color=INK)
+    ax.text(x + 0.15, y + 0.25, total_note, ha="left", va="center", fontsize=8, color=INK)
+
+
+def fusion_traffic():
+    fig, (a, b) = plt.subplots(2, 1, figsize=(7.0, 4.9), gridspec_kw={"height_ratios": [1, 1]})
+    for ax in (a, b):
+        ax.set_xlim(-1.3, 9.4)
+        ax.set_ylim(-0.25, 2.15)
+        ax.axis("off")
+    mb = 16384 * 768 * 2 / 1e6  # one (B,T,C) tensor in bf16
+    traffic_row(a, 1.25, [("residual_forward", "read", "a", False), (None, "read", "b", False),
+                          (None, "write", "sum", False),
+                          ("layernorm_forward", "read", "sum", False), (None, "write", "out", False)],
+                1.0, "eager", f"5 x {mb:.1f} MB = {5 * mb:.1f} MB")
+    traffic_row(a, 0.0, [("residual_layernorm_forward (fused)", "read", "a", False),
+                         (None, "read", "b", False), (None, "write", "sum", False),
+                         (None, "read", "sum", True), (None, "write", "out", False)],
+                1.0, "fused", f"4 x {mb:.1f} MB = {4 * mb:.1f} MB")
+    a.set_title(f"Residual add + layernorm, one call: a block is one (B,T,C) tensor in bf16, "
+                f"{mb:.1f} MB", fontsize=9, loc="left", fontweight="bold")
+    gb = 16384 * 50257 * 2 / 1e9  # the logits, (B*T, V) in bf16
+    u = 0.8
+    traffic_row(b, 1.25, [("softmax", "read", "logits", False), (None, "write", "probs", False),
+                          ("loss", "read", "logits", False), ("memset", "write", "dlogits", False),
+                          ("backward", "read", "probs", False), (None, "read", "dlogits", False),
+                          (None, "write", "dlogits", False)],
+                u, "eager", f"7 x {gb:.2f} GB\n= {7 * gb:.1f} GB")
+    traffic_row(b, 0.0, [("classifier (fused): dlogits written over the logits", "read", "logits",
+                          False), (None, "write", "dlogits", False)]
+                + [(None, "", "", True)] * 5, u, "fused", f"2 x {gb:.2f} GB\n= {2 * gb:.1f} GB")
+    b.set_title(f"The classifier, one step: a block is one (B·T, V) matrix in bf16, {gb:.2f} GB",
+                fontsize=9, loc="left", fontweight="bold")
+    legend = [patches.Patch(facecolor=READ, label="read from memory"),
+              patches.Patch(facecolor=WRITE, label="written to memory"),
+              patches.Patch(facecolor=GONE, edgecolor="#999999", hatch="xx",
+                            label="a pass the fused kernel does not make")]
+    fig.legend(handles=legend, loc="lower center", ncol=3, frameon=False, fontsize=8)
+    fig.text(0.01, 0.065, "B·T = 16,384 rows, C = 768, V = 50,257. The fused classifier reads "
+             "each row a second time, from the L2 cache, not from memory.", fontsize=7.5,
+             color=GREY)
+    fig.tight_layout(rect=(0, 0.09, 1, 1))
+    return save(fig, "fusion_traffic")
+
+
+# ---- chapter 06: 50257, 50264, 50304 ----------------------------------------------
+def vocab_padding():
+    fig, (a, b) = plt.subplots(1, 2, figsize=(7.0, 3.4), gridspec_kw={"width_ratios": [1.1, 1]})
+    widths = [(50257, "50257"), (50264, "50264"), (50304, "50304")]
+    # left: where each of eight consecutive rows of logits starts, modulo 16 bytes
+    a.set_xlim(-1.6, 8.1)
+    a.set_ylim(-0.2, 3.2)
+    a.axis("off")
+    for k, (w, name) in enumerate(widths):
+        y = 2 - k
+        a.text(-0.15, y + 0.3, name, ha="right", va="center", fontsize=8.5, color=INK)
+        for r in range(8):
+            off = (r * w * 2) % 16
+            ok = off == 0
+            a.add_patch(patches.Rectangle((r, y), 0.9, 0.6, facecolor=MANTISSA if ok else "#f4cccc",
+                                          edgecolor="white"))
+            a.text(r + 0.45, y + 0.3, f"+{off}", ha="center", va="center", fontsize=7.5,
+                   color="white" if ok else SIGN)
+    for r in range(8):
+        a.text(r + 0.45, 2.68, str(r), ha="center", va="bottom", fontsize=7.5, color=GREY)
+    a.text(-0.15, 2.68, "row", ha="right", va="bottom", fontsize=7.5, color=GREY)
+    a.set_title("Where rows 0-7 of the logits start, in bytes\nafter a 16-byte boundary "
+                "(2 bytes a value)", fontsize=8.5, loc="left", fontweight="bold")
+    # right: the last tile of 128 columns
+    b.set_xlim(50160, 50345)
+    b.set_ylim(-0.2, 3.2)
+    for side in ("top", "right", "left"):
+        b.spines[side].set_visible(False)
+    b.set_yticks([])
+    last = 392 * 128  # the 393rd tile starts at column 50176
+    for k, (w, name) in enumerate(widths):
+        y = 2 - k
+        b.add_patch(patches.Rectangle((last, y), min(w, 50257) - last, 0.6, facecolor=EXPONENT,
+                                      edgecolor="white"))
+        if w > 50257:
+            b.add_patch(patches.Rectangle((50257, y), w - 50257, 0.6, facecolor="#c8c8c8",
+                                          edgecolor="white", hatch="////"))
+        b.add_patch(patches.Rectangle((last, y), 128, 0.6, facecolor="none", edgecolor=INK, lw=1))
+        b.text(last + 128 + 3, y + 0.3, f"{w - last} of\n128", va="center", fontsize=7.5,
+               color=INK)
+    b.set_xticks([50176, 50257, 50304], ["50176", "50257", "50304"], fontsize=7.5)
+    b.set_xlabel("column of the logits (a token)", fontsize=8)
+    b.set_title("The last of 393 tiles of 128 columns:\ncomputed whole at every width",
+                fontsize=8.5, loc="left", fontweight="bold")
+    legend = [patches.Patch(facecolor=MANTISSA, label="on a 16-byte boundary (TMA can load it)"),
+              patches.Patch(facecolor="#f4cccc", label="off it"),
+              patches.Patch(facecolor=EXPONENT, label="a token's logit"),
+              patches.Patch(facecolor="#c8c8c8", hatch="////", label="padding: zeros, not read")]
+    fig.legend(handles=legend, loc="lower center", ncol=4, frameon=False, fontsize=7.5)
+    fig.tight_layout(rect=(0, 0.07, 1, 1))
+    return save(fig, "vocab_padding")
+
+
 def main():
     written = []
     written += float_formats("tf32")
@@ -394,6 +519,8 @@ def main():
     written += roofline()
     written += timelines()
     written += causal_tiles()
+    written += fusion_traffic()
+    written += vocab_padding()
     if written:
         print("figures: wrote " + ", ".join(written))
     else:

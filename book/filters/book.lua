@@ -6,7 +6,7 @@
 -- and image and link paths are resolved against the file's folder, as GitHub
 -- resolves them. Then it applies the conventions:
 --
---   1. listings:  ```{.c include="common/flops.c" anchor="flops_per_token"}
+--   1. listings:  ```{.c include="common/model/flops.c" anchor="flops_per_token"}
 --                 ```
 --      the region between "// ANCHOR: name" and "// ANCHOR_END: name" (or
 --      "#" comments), dedented, other anchor lines stripped; without anchor=,
@@ -338,8 +338,12 @@ local function latex_code_block(text, classes)
   if tex:find("\\begin{Highlighting}", 1, true) then
     tex = tex:gsub("\\begin{Shaded}%s*", ""):gsub("%s*\\end{Shaded}", "")
     tex = tex:gsub("\\begin{Highlighting}%[%]", "\\begin{BookCode}"):gsub("\\end{Highlighting}", "\\end{BookCode}")
+    -- pandoc writes a caret as \^{}, the circumflex accent, raised and small,
+    -- as Latin Modern Mono's own caret is: code gets an ASCII caret.
+    tex = tex:gsub("\\%^{}", "\\BookCaret{}")
   else
-    tex = "\\begin{BookPlain}\n" .. wrapped .. "\n\\end{BookPlain}"
+    local esc = { ["\\"] = "\\textbackslash{}", ["{"] = "\\{", ["}"] = "\\}", ["^"] = "\\BookCaret{}" }
+    tex = "\\begin{BookPlain}\n" .. wrapped:gsub("[\\{}^]", esc) .. "\n\\end{BookPlain}"
   end
   return pandoc.RawBlock("latex", tex)
 end
@@ -399,6 +403,39 @@ local function load_environment(csv_path)
   return env
 end
 
+-- The `make bench` session of each row of a results.csv: 1 for the run that
+-- wrote it, k + 1 for the k-th "appended: DATE, commit C: chapters N M ..."
+-- line of its environment.txt (tools/bench.sh, APPEND=1). An appended
+-- session's rows follow the others, from the first row of a chapter it
+-- names (tools/plots.py reads them the same way). Returns {label -> k} and
+-- the sessions, { {date =, commit =}, ... }, or nil without appended lines.
+local function load_sessions(csv_path)
+  local text = read_file(dirname(csv_path) .. "/environment.txt")
+  local t = load_csv(csv_path)
+  if not text or not t then return nil end
+  local env = load_environment(csv_path) or {}
+  local sessions = { { date = env.date, commit = env.commit } }
+  local appended = {}
+  for _, line in ipairs(split_lines(text)) do
+    local date, commit, chapters = line:match("^appended:%s*(%S+), commit (%w+): chapters ([%d ]+)")
+    if date then
+      sessions[#sessions + 1] = { date = date, commit = commit }
+      local set = {}
+      for n in chapters:gmatch("%d+") do set[tonumber(n)] = true end
+      appended[#appended + 1] = set
+    end
+  end
+  if #appended == 0 then return nil end
+  local of, current = {}, 1
+  for _, r in ipairs(t.rows) do
+    local label = r[t.col.label or 1] or ""
+    local n = label:match("^ch(%d%d)")
+    if n and appended[current] and appended[current][tonumber(n)] then current = current + 1 end
+    of[label] = current
+  end
+  return of, sessions
+end
+
 local function thousands(digits)
   local sign, int, frac = digits:match("^([-+]?)(%d+)(.*)$")
   if not int then return digits end
@@ -421,10 +458,59 @@ local function csv_cell(path, row, col)
   return v
 end
 
+-- A CSV without a label column (the kernel lab's kernels.csv) names a row by
+-- the values of some of its columns: where="family=layernorm_backward;
+-- version=v2 vec16; precision=bf16". Exactly one row must match. Returns the
+-- row's key for messages and the row, or nil and what is wrong.
+local function csv_row_where(path, where)
+  local t = load_csv(path)
+  if not t then return nil, nil, "no file " .. path end
+  local conds = {}
+  for item in where:gmatch("[^;]+") do
+    local k, v = item:match("^%s*([^=]-)%s*=%s*(.-)%s*$")
+    if not k or k == "" then return nil, nil, "where='" .. where .. "': write column=value; column=value" end
+    if not t.col[k] then
+      return nil, nil, string.format("%s has no column '%s' (it has %s)", path, k, table.concat(t.header, ", "))
+    end
+    conds[#conds + 1] = { k, v }
+  end
+  local found, n = nil, 0
+  for _, r in ipairs(t.rows) do
+    local ok = true
+    for _, c in ipairs(conds) do
+      if r[t.col[c[1]]] ~= c[2] then ok = false break end
+    end
+    if ok then found, n = found or r, n + 1 end
+  end
+  if n ~= 1 then
+    return nil, nil, string.format("%s: %d rows match where='%s' (it must name exactly one)", path, n, where)
+  end
+  return "where " .. where, found
+end
+
+-- The cell of a row found by where=, as a string, or nil and what is wrong.
+local function csv_cell_where(path, where, col)
+  local key, r, why = csv_row_where(path, where)
+  if not r then return nil, why end
+  local t = load_csv(path)
+  if not t.col[col] then
+    return nil, string.format("%s has no column '%s' (it has %s)", path, col, table.concat(t.header, ", "))
+  end
+  local v = r[t.col[col]]
+  if v == nil or v == "" then return nil, string.format("%s, %s, column %s is empty", path, key, col) end
+  return v
+end
+
 -- Checks a number written in the text against its cell. Returns nil when it
--- matches, else what is wrong.
+-- matches, else what is wrong. row is a label, or { where = "..." }.
 local function check_result(written, path, row, col, scale)
-  local cell, why = csv_cell(path, row, col)
+  local cell, why
+  if type(row) == "table" then
+    cell, why = csv_cell_where(path, row.where, col)
+    row = "where " .. row.where
+  else
+    cell, why = csv_cell(path, row, col)
+  end
   if not cell then return why end
   local w = trim(written)
   local pct = w:sub(-1) == "%"
@@ -494,7 +580,7 @@ end
 
 local TT_ESCAPES = {
   ["\\"] = "\\textbackslash{}", ["{"] = "\\{", ["}"] = "\\}", ["$"] = "\\$", ["&"] = "\\&",
-  ["#"] = "\\#", ["_"] = "\\_", ["%"] = "\\%", ["^"] = "\\^{}", ["~"] = "\\textasciitilde{}",
+  ["#"] = "\\#", ["_"] = "\\_", ["%"] = "\\%", ["^"] = "\\BookCaret{}", ["~"] = "\\textasciitilde{}",
   ["'"] = "\\textquotesingle{}", ["`"] = "\\textasciigrave{}", ["-"] = "-{}", ["<"] = "\\textless{}",
   [">"] = "\\textgreater{}",
 }
@@ -625,6 +711,20 @@ local function expand_includes(f)
   f.doc.blocks = out
 end
 
+-- An image alone in its paragraph is a figure (pandoc marks its title
+-- "fig:"). Its number: the chapter's or appendix's, then n; nil for a
+-- paragraph that is not a figure, or one outside chapters and appendices.
+local function is_figure(p)
+  return #p.content == 1 and p.content[1].t == "Image" and (p.content[1].title or ""):match("^fig:") ~= nil
+end
+function figure_label(f, p, n)
+  if not is_figure(p) then return nil end
+  if f.info.kind == "chapter" then return tostring(f.info.number) .. "." .. n end
+  if f.info.kind == "appendix" then return f.info.letter .. "." .. n end
+  return nil
+end
+function figure_id(label) return "figure-" .. label:lower():gsub("%.", "-") end
+
 local function collect_ids(f)
   f.ids, f.title_id = {}, nil
   local level1 = 0
@@ -648,6 +748,19 @@ local function collect_ids(f)
     end,
     Div = function(d) note(d.identifier, f.info.prefix .. "-" .. d.identifier) end,
     Span = function(s) note(s.identifier, f.info.prefix .. "-" .. s.identifier) end,
+  })
+  -- Figures, numbered in each chapter (4.1, 4.2...) or appendix (A.1): their
+  -- ids, figure-4-1, are the same in every file, for [Figure 4.1](#figure-4-1).
+  f.figures = 0
+  pandoc.walk_block(pandoc.Div(f.doc.blocks), {
+    Para = function(p)
+      local label = figure_label(f, p, f.figures + 1)
+      if label then
+        f.figures = f.figures + 1
+        local id = figure_id(label)
+        note(id, id)
+      end
+    end,
   })
   f.level1 = level1
   if f.info.kind ~= "front" and level1 == 0 then
@@ -808,7 +921,8 @@ local function transform(f)
       for k, c in ipairs(cols) do
         local v = t.col[c] and r[t.col[c]] or ""
         local text = format_cell(c, v, is_percent(c, percent))
-        cells[k] = { pandoc.Plain(c == "label" and { pandoc.Code(text) } or { pandoc.Str(text) }) }
+        local code = c == "label" or text:find("^", 1, true)  -- kernel names with k^T
+        cells[k] = { pandoc.Plain(code and { pandoc.Code(text) } or { pandoc.Str(text) }) }
       end
       body[#body + 1] = cells
     end
@@ -820,7 +934,7 @@ local function transform(f)
       for k = 1, #cols do
         local cell = 0
         for _, r in ipairs(body) do cell = math.max(cell, utf8.len(stringify(r[k])) or 0) end
-        if cols[k] == "label" then cell = math.ceil(cell * 1.25) end  -- typewriter is wider
+        if cols[k] == "label" then cell = math.ceil(cell * 1.4) end  -- typewriter is wider
         local title_text = stringify(header[k])
         local title, word = utf8.len(title_text) or 0, 0
         for w in title_text:gmatch("%S+") do word = math.max(word, utf8.len(w) or 0) end
@@ -840,10 +954,28 @@ local function transform(f)
     local note = { pandoc.Str("Source:"), pandoc.Space(), pandoc.Code(path) }
     local env = load_environment(path)
     if env then
+      -- A results.csv of several sessions: the date and commit of the rows shown.
+      local of, sessions = load_sessions(path)
+      if of then
+        local seen, ids = {}, {}
+        for _, r in ipairs(rows) do
+          local k = of[r[t.col.label or 1]]
+          if k and not seen[k] then seen[k] = true ids[#ids + 1] = k end
+        end
+        table.sort(ids)
+        if #ids == 1 then
+          env = { gpu = env.gpu, date = sessions[ids[1]].date, commit = sessions[ids[1]].commit }
+        elseif #ids > 1 then
+          local commits = {}
+          for _, k in ipairs(ids) do commits[#commits + 1] = sessions[k].commit end
+          env = { gpu = env.gpu, date = sessions[ids[1]].date,
+                  commit = table.concat(commits, ", ") .. " (" .. #ids .. " sessions of the benchmark)" }
+        end
+      end
       local bits = {}
       if env.gpu then bits[#bits + 1] = env.gpu end
       if env.date then bits[#bits + 1] = env.date:sub(1, 10) end
-      if env.commit then bits[#bits + 1] = "commit " .. env.commit end
+      if env.commit then bits[#bits + 1] = (env.commit:find(",") and "commits " or "commit ") .. env.commit end
       if #bits > 0 then
         note[#note + 1] = pandoc.Str(";")
         note[#note + 1] = pandoc.Space()
@@ -882,7 +1014,8 @@ local function transform(f)
   local function result_span(content, path, row, col, scale, shown)
     local why = check_result(stringify(content), path, row, col, scale)
     if why then problem(f.path, "result " .. why) end
-    local title = string.format("%s, row %s, column %s", path, row, col)
+    local which = type(row) == "table" and ("where " .. row.where) or ("row " .. row)
+    local title = string.format("%s, %s, column %s", path, which, col)
     return pandoc.Span(content, pandoc.Attr("", { "result" }, { { "title", title } }))
   end
 
@@ -890,13 +1023,14 @@ local function transform(f)
     s.identifier = new_id(s.identifier)
     if not s.classes:includes("result") then return s end
     local a = s.attributes
-    if not (a.file and a.row and a.col) then
-      problem(f.path, string.format("result '%s' needs file=, row= and col=", stringify(s.content)))
+    if not (a.file and (a.row or a.where) and a.col) or (a.row and a.where) then
+      problem(f.path, string.format("result '%s' needs file=, row= (or where=, for a CSV without labels) "
+        .. "and col=", stringify(s.content)))
       return s
     end
     local scale = a.scale and tonumber(a.scale)
     if a.scale and not scale then problem(f.path, "result: scale='" .. a.scale .. "' is not a number") end
-    local out = result_span(s.content, a.file, a.row, a.col, scale)
+    local out = result_span(s.content, a.file, a.row or { where = a.where }, a.col, scale)
     if LATEX then return s.content end
     return out
   end
@@ -911,6 +1045,13 @@ local function transform(f)
     if has_scheme(target) then return nil end
     if target:sub(1, 1) == "#" then
       local id = target:sub(2)
+      local fig = id:match("^figure%-(%w+%-%d+)$")
+      if fig then  -- a figure is named by its number: [Figure 4.1](#figure-4-1)
+        local want = "Figure " .. fig:upper():gsub("%-", ".")
+        if stringify(l.content):lower() ~= want:lower() then
+          problem(f.path, string.format("link to #%s reads '%s': write '%s'", id, stringify(l.content), want))
+        end
+      end
       if f.ids[id] then
         l.target = "#" .. f.ids[id]
       elseif global_ids[id] and #global_ids[id] == 1 then
@@ -961,6 +1102,24 @@ local function transform(f)
     return l.content  -- PDF without a repository address: the text alone
   end
 
+  -- A figure: its id, and in the HTML its number before the caption (LaTeX
+  -- numbers its figures itself, in the same order: Figure 4.1).
+  local figures = 0
+  local function Para(p)
+    local label = figure_label(f, p, figures + 1)
+    if not label then return nil end
+    figures = figures + 1
+    local img = p.content[1]
+    img.identifier = figure_id(label)
+    if HTML then
+      local cap = { pandoc.Span({ pandoc.Str("Figure"), pandoc.Space(), pandoc.Str(label .. ":") },
+                                pandoc.Attr("", { "figure-number" })), pandoc.Space() }
+      for _, el in ipairs(img.caption) do cap[#cap + 1] = el end
+      img.caption = cap
+    end
+    return p
+  end
+
   local function Image(img)
     if has_scheme(img.src) then return nil end
     local p = resolve(f.dir, img.src)
@@ -992,6 +1151,16 @@ local function transform(f)
     return nil
   end
 
+  -- A caret in prose would print as a raised accent in the PDF. Write powers
+  -- as math ($2^{-8}$) and names as code (`k^T`); one left in the text
+  -- (2^-9, lnf^T) is set as a superscript, its minus a minus sign.
+  local function Str(s)
+    local base, exp, rest = s.text:match("^(.-[%w%)])%^([-+]?[%w.]+)(.*)$")
+    if not base then return nil end
+    exp = exp:gsub("^%-", "\u{2212}")
+    return { pandoc.Str(base), pandoc.Superscript({ pandoc.Str(exp) }), pandoc.Str(rest) }
+  end
+
   local function Code(c)
     if LATEX then return latex_inline_code(c.text) end
     -- HTML: short code never breaks at its hyphens; long code (paths) may wrap
@@ -1001,7 +1170,7 @@ local function transform(f)
 
   local blocks = pandoc.walk_block(pandoc.Div(f.doc.blocks), {
     Header = Header, CodeBlock = CodeBlock, Span = Span, Div = Div, Link = Link, Image = Image, Code = Code,
-    Table = Table,
+    Table = Table, Para = Para, Str = Str,
   }).content
   return blocks
 end
