@@ -26,13 +26,19 @@ trains() {
   record_memory "$ch" "$args"
 }
 
+# record_memory CH ARGS: a row of FIRST_RUN_CSV (chapter,args,card_gib,
+# planned_gib,free_gib,peak_gib): what the run planned, what the GPU had free,
+# and, without a ballast (CARD unset), the most the GPU had in use; beside
+# one that count includes the ballast, so it is left out.
 record_memory() {
   [ -n "${FIRST_RUN_CSV:-}" ] || return 0
-  local planned free peak
+  [ -s "$FIRST_RUN_CSV" ] || echo "chapter,args,card_gib,planned_gib,free_gib,peak_gib" >"$FIRST_RUN_CSV"
+  local planned free peak=
   planned=$(sed -n 's/^memory: \([0-9.]*\) GiB planned.*/\1/p' "$work/out")
   free=$(sed -n 's/.*; \([0-9.]*\) GiB were free$/\1/p' "$work/out")
-  peak=$(grep '^step .* GiB |' "$work/out" | tail -1 | sed 's/.* | \([0-9.]*\) GiB | .*/\1/')
-  echo "$1,\"$2\",${CARD:-all},$planned,$free,$peak" >>"$FIRST_RUN_CSV"
+  [ -n "${CARD:-}" ] ||
+    peak=$(grep '^step .* GiB |' "$work/out" | tail -1 | sed 's/.* | \([0-9.]*\) GiB | .*/\1/')
+  echo "$1,$2,${CARD:-},$planned,$free,$peak" >>"$FIRST_RUN_CSV"
 }
 
 every_chapter_samples_after_its_default_run() {
