@@ -62,8 +62,9 @@ typedef struct {
     struct MatmulLt *lt;          // chapter 04's cuBLASLt handle, workspace and plan cache
     struct GpuProfiler *profiler; // the profiler that marks this context's launches, or NULL
     GpuSyncCounts *syncs;         // the host's waits for this context, by kind
-    // The two chapter switches that change how every launch is made rather
-    // than which kernel runs; gpu_ops_select (common/gpu/gpu_ops.c) sets both.
+    // The chapter switches that change how every launch is made rather than
+    // which kernel runs: gpu_ops_select (common/gpu/gpu_ops.c) chooses them,
+    // and the model applies them to its context (gpu_launch_apply).
     // Chapters 00-02 synchronize after every launch, so that an error is
     // reported by the launch that caused it (the way PyTorch eager behaves
     // with CUDA_LAUNCH_BLOCKING=1). Chapter 03 turns it off.

@@ -431,3 +431,11 @@ void report_sample(const Tokenizer *tok, const int32_t *ids, int drawn, int n, i
         fprintf(stderr, "sample: stopped by %s after %d of %d tokens\n",
                 stop_signal_name(stop_requested()), drawn, n);
 }
+
+int load_sample_tokenizer(const TrainOptions *opt, Tokenizer **tok, char *err) {
+    *tok = NULL;
+    if (opt->sample_tokens == 0) return 0;
+    char why[ERR_LEN];
+    if ((*tok = tokenizer_load(opt->encoder_path, opt->bpe_path, why))) return 0;
+    return fail(err, "%s (needed to print samples; --sample-tokens 0 skips them)", why);
+}

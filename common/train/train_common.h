@@ -132,4 +132,9 @@ void report_stopped_run(int step, int steps, const char *saved_model);
 struct Tokenizer;
 void report_sample(const struct Tokenizer *tok, const int32_t *ids, int drawn, int n, int step);
 
+// The tokenizer that prints samples, from the files opt names, loaded before
+// a device is looked for: *tok, or NULL when --sample-tokens is 0. Returns
+// -1 with a reason in err when the files cannot be read.
+int load_sample_tokenizer(const TrainOptions *opt, struct Tokenizer **tok, char *err);
+
 #endif

@@ -100,16 +100,6 @@ static int train(const TrainOptions *opt, const Tokenizer *tok) {
     return stop_exit_status();
 }
 
-// The tokenizer that prints samples (its files are named by flags); none
-// when --sample-tokens is 0.
-static int load_sample_tokenizer(const TrainOptions *opt, Tokenizer **tok, char *err) {
-    *tok = NULL;
-    if (opt->sample_tokens == 0) return 0;
-    char why[ERR_LEN];
-    if ((*tok = tokenizer_load(opt->encoder_path, opt->bpe_path, why))) return 0;
-    return fail(err, "%s (needed to print samples; --sample-tokens 0 skips them)", why);
-}
-
 int main(int argc, char **argv) {
     line_buffered_stdout();
     cpu_threads_cap();

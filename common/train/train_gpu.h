@@ -67,17 +67,20 @@ typedef struct {
     size_t free_at_start;       // device bytes free before the model was allocated
 } GpuTrainer;
 
-// Builds the model on the device (random init on the host from opt->seed,
-// or opt->init_from, or opt->resume_from with its training state) and the
-// data loaders. Returns 0, or -1 with a reason in err.
+// Builds the run's plan from the switches (run_plan.h), the model on the
+// plan's GPU (random init on the host from opt->seed, or opt->init_from, or
+// opt->resume_from with its training state) once its memory plan fits, and
+// the data loaders. Returns 0, or -1 with a reason in err: a switch the step
+// cannot take, a file, or a run too large for the GPU, each named.
 int gpu_trainer_init(GpuTrainer *tr, const TrainOptions *opt, const Optimizations *optim,
                      char *err);
 void gpu_trainer_free(GpuTrainer *tr);
 
-// One optimizer step: the same function for every chapter. Chapter 11 runs
-// it as --grad-accum N micro-batches (1 by default), each replayed from a
-// CUDA graph with --cuda-graphs; the split by phase is then not measured
-// (forward_ms, backward_ms, optimizer_ms stay NaN). Chapters 00-02
+// One optimizer step: the same function for every chapter, which reads the
+// run's plan. Chapter 11 runs it as --grad-accum N micro-batches (1 by
+// default), each replayed from a CUDA graph with --cuda-graphs; the split by
+// phase is then not measured (forward_ms, backward_ms, optimizer_ms stay
+// NaN). A step past the device's schedule (--steps) is refused. Chapters 00-02
 // wait for the device and return the step's numbers, complete, in *stats.
 // Chapter 03 (sync-avoidance) queues the step on the device and returns
 // without waiting: *stats then holds only what the host knows (step, lr,
