@@ -71,15 +71,17 @@ NVCCFLAGS += $(CUDA_ARCH) -DGPU_BUILD_ARCH=$(GPU_ARCH) -std=c++17 -Icommon -Iker
              -Xcompiler -Wall,-Wextra --Werror all-warnings -MMD -MP
 KERNEL_SRCS := $(wildcard kernels/*.cu)
 # Hopper's warpgroup products (wgmma) exist on sm_90a only, code that runs on
-# compute capability 9.0 and on no other: for GPU_ARCH=90 the one file that
-# uses them is built for it, with WITH_WGMMA defined, and the context tells
-# the launchers whether the GPU present runs it (gpu_context.h: hopper).
-# Elsewhere that file's launchers are stubs that say what they need.
+# compute capability 9.0 and on no other: for GPU_ARCH=90 the two files that
+# use them (and the TMA) are built for it, with WITH_WGMMA defined, and the
+# context tells the launchers whether the GPU present runs them
+# (gpu_context.h: hopper). Elsewhere their launchers are stubs that say what
+# they need.
 ifeq ($(GPU_ARCH),90)
 HOPPER_ARCH := -gencode arch=compute_90a,code=sm_90a
 NVCCFLAGS += -DWITH_WGMMA
-$(BUILD)/obj/kernels/attention_flash_hopper.o $(BUILD)/obj_bf16/kernels/attention_flash_hopper.o: \
-  CUDA_ARCH := $(HOPPER_ARCH)
+HOPPER_OBJS := $(foreach f,attention_flash_hopper attention_flash_ws,\
+  $(BUILD)/obj/kernels/$(f).o $(BUILD)/obj_bf16/kernels/$(f).o)
+$(HOPPER_OBJS): CUDA_ARCH := $(HOPPER_ARCH)
 endif
 # The architecture the objects were built for: a new GPU_ARCH rebuilds them
 # (every .o of nvcc depends on this stamp, as the exercises' archives do on

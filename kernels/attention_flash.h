@@ -7,7 +7,12 @@
 //   v2  attention_flash.cu: mma.sync, a warp's product (any GPU since the A100)
 //   v3  attention_flash_hopper.cu: wgmma, a warpgroup's (the H100 and H200),
 //       heads of 64 only
-// The same inputs give the two versions' outputs within bf16 rounding: they
+//   v4  attention_flash_ws.cu (chapter 12): v3's products, fed by the TMA
+//       from a producer warp through mbarrier pipelines (warp
+//       specialization); each warpgroup's softmax overlapped with its next
+//       product and the two warpgroups' products taking turns (ping-pong);
+//       the backward pass in one kernel, dQ added in a fixed order
+//// The same inputs give the two versions' outputs within bf16 rounding: they
 // add the same products in a different order inside the tensor cores.
 //
 // Shapes, row-major, as attention.h: qkv (B,T,3C) holds q, k and v side by
@@ -58,6 +63,24 @@ void attention_forward_v3(const GpuContext *ctx, floatX *out, float *lse, const 
 void attention_backward_v3(const GpuContext *ctx, floatX *dqkv, float *scratch,
                            const floatX *dout, const floatX *out, const floatX *qkv,
                            const float *lse, int B, int T, int C, int NH);
+
+// v4: the same contracts as v3 (heads of 64, the H100 and H200), with a
+// scratch of its own: D, dQ's fp32 sums and the order of their additions.
+void attention_forward_v4(const GpuContext *ctx, floatX *out, float *lse, const floatX *qkv,
+                          int B, int T, int C, int NH);
+size_t attention_backward_v4_scratch_floats(int B, int T, int NH);
+void attention_backward_v4(const GpuContext *ctx, floatX *dqkv, float *scratch,
+                           const floatX *dout, const floatX *out, const floatX *qkv,
+                           const float *lse, int B, int T, int C, int NH);
+
+// The kernel lab's steps from v3 to v4's forward pass (chapter 12), each
+// one idea more than the last; step 3 is attention_forward_v4:
+//   1  the TMA and mbarriers, a producer warp and two consumer warpgroups
+//   2  + each warpgroup's softmax overlapped with its own next product
+//   3  + the two warpgroups' products taking turns (ping-pong)
+#define ATTENTION_V4_STEPS 3
+void attention_forward_v4_step(const GpuContext *ctx, int step, floatX *out, float *lse,
+                               const floatX *qkv, int B, int T, int C, int NH);
 
 #ifdef __cplusplus
 }
