@@ -64,8 +64,22 @@ void attention_backward_v3(const GpuContext *ctx, floatX *dqkv, float *scratch,
                            const floatX *dout, const floatX *out, const floatX *qkv,
                            const float *lse, int B, int T, int C, int NH);
 
-// v4: the same contracts as v3 (heads of 64, the H100 and H200), with a
-// scratch of its own: D, dQ's fp32 sums and the order of their additions.
+// v3 with its grid ordered by head (chapter 12's first step): a head's
+// tiles run side by side and share K, V, Q and dO through L2. The same
+// bits as v3: the blocks compute exactly what they did, in another order.
+void attention_forward_v3_by_head(const GpuContext *ctx, floatX *out, float *lse,
+                                  const floatX *qkv, int B, int T, int C, int NH);
+void attention_backward_v3_by_head(const GpuContext *ctx, floatX *dqkv, float *scratch,
+                                   const floatX *dout, const floatX *out, const floatX *qkv,
+                                   const float *lse, int B, int T, int C, int NH);
+// ... and by groups of heads, the heaviest tiles of each group first.
+void attention_forward_v3_head_groups(const GpuContext *ctx, floatX *out, float *lse,
+                                      const floatX *qkv, int B, int T, int C, int NH);
+void attention_backward_v3_head_groups(const GpuContext *ctx, floatX *dqkv, float *scratch,
+                                       const floatX *dout, const floatX *out, const floatX *qkv,
+                                       const float *lse, int B, int T, int C, int NH);
+
+// v4: the same contracts as v3 (heads of 64, the H100 and H200).
 void attention_forward_v4(const GpuContext *ctx, floatX *out, float *lse, const floatX *qkv,
                           int B, int T, int C, int NH);
 size_t attention_backward_v4_scratch_floats(int B, int T, int NH);
@@ -73,14 +87,32 @@ void attention_backward_v4(const GpuContext *ctx, floatX *dqkv, float *scratch,
                            const floatX *dout, const floatX *out, const floatX *qkv,
                            const float *lse, int B, int T, int C, int NH);
 
-// The kernel lab's steps from v3 to v4's forward pass (chapter 12), each
-// one idea more than the last; step 3 is attention_forward_v4:
-//   1  the TMA and mbarriers, a producer warp and two consumer warpgroups
-//   2  + each warpgroup's softmax overlapped with its own next product
-//   3  + the two warpgroups' products taking turns (ping-pong)
-#define ATTENTION_V4_STEPS 3
+// Chapter 12's steps from v3, the kernel lab's rows. The forward pass:
+//   1  v3, its grid ordered by head
+//   2  v3, by groups of heads, the heaviest tiles of a group first
+//   3  the TMA and mbarriers, a producer warp beside two consumer
+//      warpgroups, two blocks per SM: v4's forward pass
+//   4  + each warpgroup's softmax overlapped with its own next product
+//      (one block per SM: the second tile of scores needs the registers)
+//   5  + the two warpgroups' products taking turns (ping-pong)
+#define ATTENTION_V4_STEPS 5
+#define ATTENTION_V4_FORWARD 3
 void attention_forward_v4_step(const GpuContext *ctx, int step, floatX *out, float *lse,
                                const floatX *qkv, int B, int T, int C, int NH);
+// The backward pass:
+//   1  v3, its grid ordered by head
+//   2  v3, by groups of heads, heaviest first: v4's backward pass
+//   3  one kernel per 128 keys: dK, dV and dQ from one computation of P and
+//      dS, dQ added into fp32 sums in a fixed order (deterministic)
+//   4  the same, dQ added by atomics in any order (not deterministic: the
+//      lab's measure of what the order costs)
+#define ATTENTION_V4_BACKWARD_VARIANTS 4
+#define ATTENTION_V4_BACKWARD 2
+size_t attention_backward_v4_variant_scratch_floats(int variant, int B, int T, int NH);
+void attention_backward_v4_variant(const GpuContext *ctx, int variant, floatX *dqkv,
+                                   float *scratch, const floatX *dout, const floatX *out,
+                                   const floatX *qkv, const float *lse, int B, int T, int C,
+                                   int NH);
 
 #ifdef __cplusplus
 }

@@ -14,7 +14,8 @@
 //     as with mma.sync: a warp's 16 rows, in mma.sync's A layout;
 //   - before the tensor cores read a tile the threads copied in, each
 //     thread fences its copies to the tensor cores' path (fence_proxy_async).
-// The online softmax, the masks, D, and the stores are attention_tiles.cuh's.
+// The two products are attention_wgmma.cuh's (chapter 12's kernels use them
+// too); the online softmax, the masks, D, and the stores attention_tiles.cuh's.
 // Built for sm_90a (Makefile, GPU_ARCH=90, which defines WITH_WGMMA): code
 // that runs on the H100 and H200 only. Other builds get launchers that say so.
 #include <math.h>
@@ -23,61 +24,16 @@
 #include "util/util.h"
 
 #if defined(PRECISION_BF16) && defined(WITH_WGMMA)
-#include "attention_tiles.cuh"
-#include "wgmma.cuh"
+#include "attention_wgmma.cuh"
 
 namespace {
 
-constexpr int HS = 64, GROUP = 128, ROWS = 64;  // a warpgroup: 128 threads, 64 rows
-constexpr int TILE_ELEMENTS = ROWS * HS;         // one tile of 64 rows: 8 KB
 // Three stages of the tiles a block walks over: the next tile is copied into
 // one while the threads use another, and the third is the one the slowest
 // warpgroup may still be reading, so that one barrier per tile is enough.
 constexpr int STAGES = 3;
 // The forward pass: two warpgroups, 128 queries, share each tile of keys.
 constexpr int FWD_GROUPS = 2, FWD_THREADS = FWD_GROUPS * GROUP, FWD_QUERIES = FWD_GROUPS * ROWS;
-
-// Dynamic shared memory, rounded up to the 1024 bytes the swizzle needs.
-__device__ __forceinline__ bf16 *aligned_smem(unsigned char *raw) {
-    return reinterpret_cast<bf16 *>(((uintptr_t)raw + 1023) & ~(uintptr_t)1023);
-}
-
-// ---- a warpgroup's two kinds of product --------------------------------------------
-// ANCHOR: warpgroup_products
-// acc (64x64) = a @ b^T, a and b tiles of 64 rows of HS = 64: their rows are
-// the product's rows and columns, their columns the sum (K-major both): the
-// scores S = Q K^T, and dP = dO V^T. Four steps of 16 columns, issued, not
-// waited for: the caller commits the group and waits.
-__device__ __forceinline__ void wg_mma_with_rows(float (&acc)[8][4], const bf16 *a, const bf16 *b) {
-    const uint64_t da = smem_descriptor(a), db = smem_descriptor(b);
-    wgmma_fence();
-    wgmma_64x64_smem_first(acc, da, db);
-#pragma unroll
-    for (int kk = 1; kk < HS / 16; kk++)
-        wgmma_64x64_smem(acc, da + DESC_K_STEP * kk, db + DESC_K_STEP * kk);
-}
-
-// acc (64x64) += P @ tile, P (64x64) in fp32 accumulators, the tile 64 rows
-// of HS = 64 (MN-major): O += P V, dV += P^T dO, dK += dS^T Q, dQ += dS K.
-// P is rounded to bf16 A fragments first, all four steps' (the fence then
-// tells the tensor cores that the registers are ready), then the four steps
-// of 16 rows of the tile are issued.
-__device__ __forceinline__ void wg_mma_with_probs(float (&acc)[8][4], const float (&p)[8][4],
-                                                  const bf16 *tile) {
-    uint32_t a[ROWS / 16][4];
-#pragma unroll
-    for (int kk = 0; kk < ROWS / 16; kk++) {
-        a[kk][0] = pack_bf16(p[2 * kk][0], p[2 * kk][1]);
-        a[kk][1] = pack_bf16(p[2 * kk][2], p[2 * kk][3]);
-        a[kk][2] = pack_bf16(p[2 * kk + 1][0], p[2 * kk + 1][1]);
-        a[kk][3] = pack_bf16(p[2 * kk + 1][2], p[2 * kk + 1][3]);
-    }
-    const uint64_t db = smem_descriptor(tile);
-    wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < ROWS / 16; kk++) wgmma_64x64_regs(acc, a[kk], db + DESC_MN_STEP * kk);
-}
-// ANCHOR_END: warpgroup_products
 
 // The tiles copied in by this thread are complete and visible to the tensor
 // cores of every warpgroup: wait for the copies, fence them, then a barrier.
@@ -91,15 +47,19 @@ __device__ __forceinline__ void tiles_ready() {
 
 // ---- the forward pass ---------------------------------------------------------------
 // ANCHOR: forward_kernel_wgmma
+template <BlockOrder ORDER>
 __global__ void __launch_bounds__(FWD_THREADS, 2)
-    flash_attention_forward_wgmma_kernel(bf16 *out, float *lse, const bf16 *qkv, int T, int NH) {
+    flash_attention_forward_wgmma_kernel(bf16 *out, float *lse, const bf16 *qkv, int B, int T,
+                                         int NH, int group_heads) {
     extern __shared__ unsigned char smem_raw[];
     bf16 *sq = aligned_smem(smem_raw);             // FWD_QUERIES x HS
     bf16 *sk = sq + FWD_QUERIES * HS;              // STAGES stages of ROWS x HS
     bf16 *sv = sk + STAGES * TILE_ELEMENTS;        // STAGES stages of ROWS x HS
 
-    const int C = NH * HS, ld = 3 * C, bh = blockIdx.x, b = bh / NH, h = bh % NH;
-    const int q0 = (gridDim.y - 1 - blockIdx.y) * FWD_QUERIES;
+    const int queries = (T + FWD_QUERIES - 1) / FWD_QUERIES;  // tiles of queries
+    const TilePlace at = tile_place<ORDER>(queries, B * NH, group_heads);
+    const int C = NH * HS, ld = 3 * C, bh = at.bh, b = bh / NH, h = bh % NH;
+    const int q0 = (queries - 1 - at.tile) * FWD_QUERIES;
     const bf16 *q = qkv + (size_t)b * T * ld + h * HS, *k = q + C, *v = q + 2 * C;
     const int group = threadIdx.x / GROUP, warp = threadIdx.x % GROUP / WARP_SIZE;
     const int lane = threadIdx.x % WARP_SIZE, g = lane / 4, t4 = lane % 4;
@@ -162,18 +122,21 @@ __global__ void __launch_bounds__(FWD_THREADS, 2)
 // ANCHOR: dkdv_kernel_wgmma
 // dK and dV of a tile of 64 keys, one warpgroup: as
 // flash_attention_backward_dkdv_kernel, the four products by wgmma.
+template <BlockOrder ORDER>
 __global__ void __launch_bounds__(GROUP, 3)
     flash_attention_backward_dkdv_wgmma_kernel(bf16 *dqkv, const bf16 *dout, const bf16 *qkv,
-                                               const float *lse, const float *delta, int T,
-                                               int NH) {
+                                               const float *lse, const float *delta, int B,
+                                               int T, int NH, int group_heads) {
     extern __shared__ unsigned char smem_raw[];
     bf16 *sk = aligned_smem(smem_raw), *sv = sk + TILE_ELEMENTS;  // ROWS x HS each
     bf16 *sq = sv + TILE_ELEMENTS, *sdo = sq + STAGES * TILE_ELEMENTS;  // STAGES of ROWS x HS each
     float *slse = reinterpret_cast<float *>(sdo + STAGES * TILE_ELEMENTS);
     float *sdelta = slse + STAGES * ROWS;
 
-    const int C = NH * HS, ld = 3 * C, bh = blockIdx.x, b = bh / NH, h = bh % NH;
-    const int k0 = blockIdx.y * ROWS, first = blockIdx.y, tiles = (T + ROWS - 1) / ROWS;
+    const int tiles = (T + ROWS - 1) / ROWS;
+    const TilePlace at = tile_place<ORDER>(tiles, B * NH, group_heads);
+    const int C = NH * HS, ld = 3 * C, bh = at.bh, b = bh / NH, h = bh % NH;
+    const int k0 = at.tile * ROWS, first = at.tile;
     const bf16 *q = qkv + (size_t)b * T * ld + h * HS, *k = q + C, *v = q + 2 * C;
     const bf16 *dout_head = dout + (size_t)b * T * C + h * HS;
     const float *lse_row = lse + (size_t)bh * T, *delta_row = delta + (size_t)bh * T;
@@ -223,15 +186,19 @@ __global__ void __launch_bounds__(GROUP, 3)
 // ANCHOR: dq_kernel_wgmma
 // dQ of a tile of 64 queries, one warpgroup: as
 // flash_attention_backward_dq_kernel, the three products by wgmma.
+template <BlockOrder ORDER>
 __global__ void __launch_bounds__(GROUP, 3)
     flash_attention_backward_dq_wgmma_kernel(bf16 *dqkv, const bf16 *dout, const bf16 *qkv,
-                                             const float *lse, const float *delta, int T, int NH) {
+                                             const float *lse, const float *delta, int B, int T,
+                                             int NH, int group_heads) {
     extern __shared__ unsigned char smem_raw[];
     bf16 *sq = aligned_smem(smem_raw), *sdo = sq + TILE_ELEMENTS;   // ROWS x HS each
     bf16 *sk = sdo + TILE_ELEMENTS, *sv = sk + STAGES * TILE_ELEMENTS;  // STAGES of ROWS x HS each
 
-    const int C = NH * HS, ld = 3 * C, bh = blockIdx.x, b = bh / NH, h = bh % NH;
-    const int q0 = (gridDim.y - 1 - blockIdx.y) * ROWS, tiles = (min(q0 + ROWS, T) - 1) / ROWS + 1;
+    const int queries = (T + ROWS - 1) / ROWS;
+    const TilePlace at = tile_place<ORDER>(queries, B * NH, group_heads);
+    const int C = NH * HS, ld = 3 * C, bh = at.bh, b = bh / NH, h = bh % NH;
+    const int q0 = (queries - 1 - at.tile) * ROWS, tiles = (min(q0 + ROWS, T) - 1) / ROWS + 1;
     const bf16 *q = qkv + (size_t)b * T * ld + h * HS, *k = q + C, *v = q + 2 * C;
     const int warp = threadIdx.x / WARP_SIZE, lane = threadIdx.x % WARP_SIZE;
     const int g = lane / 4, row0 = q0 + warp * 16;
@@ -275,26 +242,23 @@ __global__ void __launch_bounds__(GROUP, 3)
 // ---- launchers ----------------------------------------------------------------------
 }  // namespace
 
-static void check_head_size(const char *who, int C, int NH) {
-    if (NH <= 0 || C % NH != 0 || C / NH != HS)
-        die("%s: C=%d with NH=%d heads: the wgmma kernels are built for heads of %d", who, C, NH,
-            HS);
-}
-
-extern "C" void attention_forward_v3(const GpuContext *ctx, floatX *out, float *lse,
-                                     const floatX *qkv, int B, int T, int C, int NH) {
+template <BlockOrder ORDER>
+static void forward_v3(const GpuContext *ctx, floatX *out, float *lse, const floatX *qkv, int B,
+                       int T, int C, int NH) {
     check_head_size("attention_forward_v3", C, NH);
     const size_t smem = (FWD_QUERIES + 2 * STAGES * ROWS) * HS * sizeof(bf16) + 1024;
-    allow_shared_memory(flash_attention_forward_wgmma_kernel, smem);
-    dim3 grid(B * NH, (T + FWD_QUERIES - 1) / FWD_QUERIES);
-    flash_attention_forward_wgmma_kernel<<<grid, FWD_THREADS, smem, ctx->stream>>>(
-        out, lse, qkv, T, NH);
+    auto kernel = flash_attention_forward_wgmma_kernel<ORDER>;
+    allow_shared_memory(kernel, smem);
+    const dim3 grid = grid_for(ORDER, B * NH, (T + FWD_QUERIES - 1) / FWD_QUERIES);
+    kernel<<<grid, FWD_THREADS, smem, ctx->stream>>>(out, lse, qkv, B, T, NH,
+                                                     heads_per_group(T));
     gpu_check_launch(ctx, "flash_attention_forward_wgmma_kernel");
 }
 
-extern "C" void attention_backward_v3(const GpuContext *ctx, floatX *dqkv, float *scratch,
-                                      const floatX *dout, const floatX *out, const floatX *qkv,
-                                      const float *lse, int B, int T, int C, int NH) {
+template <BlockOrder ORDER>
+static void backward_v3(const GpuContext *ctx, floatX *dqkv, float *scratch, const floatX *dout,
+                        const floatX *out, const floatX *qkv, const float *lse, int B, int T,
+                        int C, int NH) {
     check_head_size("attention_backward_v3", C, NH);
     float *delta = scratch;
     flash_attention_delta_kernel<HS><<<(B * T + DELTA_WARPS - 1) / DELTA_WARPS,
@@ -302,18 +266,57 @@ extern "C" void attention_backward_v3(const GpuContext *ctx, floatX *dqkv, float
                                                                                   out, B * T, T,
                                                                                   NH);
     gpu_check_launch(ctx, "flash_attention_delta_kernel");
-    dim3 grid(B * NH, (T + ROWS - 1) / ROWS);
+    const dim3 grid = grid_for(ORDER, B * NH, (T + ROWS - 1) / ROWS);
+    const int group_heads = heads_per_group(T);
     const size_t dkdv_smem = (2 + 2 * STAGES) * TILE_ELEMENTS * sizeof(bf16) +
                              2 * STAGES * ROWS * sizeof(float) + 1024;
-    allow_shared_memory(flash_attention_backward_dkdv_wgmma_kernel, dkdv_smem);
-    flash_attention_backward_dkdv_wgmma_kernel<<<grid, GROUP, dkdv_smem, ctx->stream>>>(
-        dqkv, dout, qkv, lse, delta, T, NH);
+    auto dkdv = flash_attention_backward_dkdv_wgmma_kernel<ORDER>;
+    allow_shared_memory(dkdv, dkdv_smem);
+    dkdv<<<grid, GROUP, dkdv_smem, ctx->stream>>>(dqkv, dout, qkv, lse, delta, B, T, NH,
+                                                  group_heads);
     gpu_check_launch(ctx, "flash_attention_backward_dkdv_wgmma_kernel");
     const size_t dq_smem = (2 + 2 * STAGES) * TILE_ELEMENTS * sizeof(bf16) + 1024;
-    allow_shared_memory(flash_attention_backward_dq_wgmma_kernel, dq_smem);
-    flash_attention_backward_dq_wgmma_kernel<<<grid, GROUP, dq_smem, ctx->stream>>>(
-        dqkv, dout, qkv, lse, delta, T, NH);
+    auto dq = flash_attention_backward_dq_wgmma_kernel<ORDER>;
+    allow_shared_memory(dq, dq_smem);
+    dq<<<grid, GROUP, dq_smem, ctx->stream>>>(dqkv, dout, qkv, lse, delta, B, T, NH,
+                                              group_heads);
     gpu_check_launch(ctx, "flash_attention_backward_dq_wgmma_kernel");
+}
+
+extern "C" void attention_forward_v3(const GpuContext *ctx, floatX *out, float *lse,
+                                     const floatX *qkv, int B, int T, int C, int NH) {
+    forward_v3<HEAD_FASTEST>(ctx, out, lse, qkv, B, T, C, NH);
+}
+
+extern "C" void attention_backward_v3(const GpuContext *ctx, floatX *dqkv, float *scratch,
+                                      const floatX *dout, const floatX *out, const floatX *qkv,
+                                      const float *lse, int B, int T, int C, int NH) {
+    backward_v3<HEAD_FASTEST>(ctx, dqkv, scratch, dout, out, qkv, lse, B, T, C, NH);
+}
+
+extern "C" void attention_forward_v3_by_head(const GpuContext *ctx, floatX *out, float *lse,
+                                             const floatX *qkv, int B, int T, int C, int NH) {
+    forward_v3<BY_HEAD>(ctx, out, lse, qkv, B, T, C, NH);
+}
+
+extern "C" void attention_backward_v3_by_head(const GpuContext *ctx, floatX *dqkv,
+                                              float *scratch, const floatX *dout,
+                                              const floatX *out, const floatX *qkv,
+                                              const float *lse, int B, int T, int C, int NH) {
+    backward_v3<BY_HEAD>(ctx, dqkv, scratch, dout, out, qkv, lse, B, T, C, NH);
+}
+
+extern "C" void attention_forward_v3_head_groups(const GpuContext *ctx, floatX *out, float *lse,
+                                                const floatX *qkv, int B, int T, int C, int NH) {
+    forward_v3<HEAD_GROUPS>(ctx, out, lse, qkv, B, T, C, NH);
+}
+
+extern "C" void attention_backward_v3_head_groups(const GpuContext *ctx, floatX *dqkv,
+                                                  float *scratch, const floatX *dout,
+                                                  const floatX *out, const floatX *qkv,
+                                                  const float *lse, int B, int T, int C,
+                                                  int NH) {
+    backward_v3<HEAD_GROUPS>(ctx, dqkv, scratch, dout, out, qkv, lse, B, T, C, NH);
 }
 
 #else  // the fp32 build, or a build for a GPU other than compute capability 9.0
@@ -342,6 +345,31 @@ extern "C" void attention_backward_v3(const GpuContext *ctx, floatX *dqkv, float
     (void)ctx, (void)dqkv, (void)scratch, (void)dout, (void)out, (void)qkv, (void)lse;
     (void)B, (void)T, (void)C, (void)NH;
     die("attention_backward_v3: %s", without_wgmma());
+}
+
+extern "C" void attention_forward_v3_by_head(const GpuContext *ctx, floatX *out, float *lse,
+                                             const floatX *qkv, int B, int T, int C, int NH) {
+    attention_forward_v3(ctx, out, lse, qkv, B, T, C, NH);
+}
+
+extern "C" void attention_backward_v3_by_head(const GpuContext *ctx, floatX *dqkv,
+                                              float *scratch, const floatX *dout,
+                                              const floatX *out, const floatX *qkv,
+                                              const float *lse, int B, int T, int C, int NH) {
+    attention_backward_v3(ctx, dqkv, scratch, dout, out, qkv, lse, B, T, C, NH);
+}
+
+extern "C" void attention_forward_v3_head_groups(const GpuContext *ctx, floatX *out, float *lse,
+                                                const floatX *qkv, int B, int T, int C, int NH) {
+    attention_forward_v3(ctx, out, lse, qkv, B, T, C, NH);
+}
+
+extern "C" void attention_backward_v3_head_groups(const GpuContext *ctx, floatX *dqkv,
+                                                  float *scratch, const floatX *dout,
+                                                  const floatX *out, const floatX *qkv,
+                                                  const float *lse, int B, int T, int C,
+                                                  int NH) {
+    attention_backward_v3(ctx, dqkv, scratch, dout, out, qkv, lse, B, T, C, NH);
 }
 
 #endif

@@ -111,31 +111,41 @@ __device__ __forceinline__ void store_warp_rows(bf16 *head, int ld, int t0, int 
 // as -infinity. A thread holds rows g and g + 8 of each m-tile, and 2 of the
 // 8 columns of every n-tile: the 4 threads of a quad (lanes 4g..4g+3) share
 // rows, so a row's maximum is reduced across the quad.
-template <int HS, int MT, int KEYS>
-__device__ __forceinline__ void online_softmax(float (&s)[MT][KEYS / 8][4], float (&m)[MT][2],
-                                               float (&l)[MT][2], float (&o)[MT][HS / 8][4],
-                                               int row0, int key0, bool mask, float scale_log2) {
-    const int lane = threadIdx.x % WARP_SIZE, g = lane / 4, t4 = lane % 4;
+// The two halves are separate functions so that chapter 12's kernel can
+// compute a tile's probabilities while the product that adds the previous
+// tile into o is still running, and rescale o once it has finished.
+template <int MT, int KEYS>
+__device__ __forceinline__ void online_softmax_probs(float (&s)[MT][KEYS / 8][4],
+                                                     float (&m)[MT][2], float (&l)[MT][2],
+                                                     float (&rescale)[MT][2], int row0,
+                                                     int key0, bool mask, float scale_log2) {
+    const int t4 = threadIdx.x % 4, g = threadIdx.x % WARP_SIZE / 4;
 #pragma unroll
     for (int mt = 0; mt < MT; mt++)
 #pragma unroll
         for (int half = 0; half < 2; half++) {
-            const int row = row0 + mt * 16 + g + 8 * half;
+            // Only tiles that cross the diagonal compare keys with rows: a
+            // branch, not a predicate, so the other tiles spend no integer
+            // instructions on it.
+            if (mask) {
+                const int row = row0 + mt * 16 + g + 8 * half;
+#pragma unroll
+                for (int nt = 0; nt < KEYS / 8; nt++)
+#pragma unroll
+                    for (int e = 0; e < 2; e++)
+                        if (key0 + nt * 8 + 2 * t4 + e > row) s[mt][nt][2 * half + e] = -INFINITY;
+            }
             float tile_max = -INFINITY;
 #pragma unroll
             for (int nt = 0; nt < KEYS / 8; nt++)
 #pragma unroll
-                for (int e = 0; e < 2; e++) {
-                    if (mask && key0 + nt * 8 + 2 * t4 + e > row)
-                        s[mt][nt][2 * half + e] = -INFINITY;
-                    tile_max = fmaxf(tile_max, s[mt][nt][2 * half + e]);
-                }
+                for (int e = 0; e < 2; e++) tile_max = fmaxf(tile_max, s[mt][nt][2 * half + e]);
             tile_max = fmaxf(tile_max, __shfl_xor_sync(FULL_MASK, tile_max, 1));
             tile_max = fmaxf(tile_max, __shfl_xor_sync(FULL_MASK, tile_max, 2));
             // Every row sees key 0 in the first tile, so m_new is finite from
             // then on; on the first tile m is -inf and the rescaling is by 0.
             const float m_new = fmaxf(m[mt][half], tile_max * scale_log2);
-            const float rescale = fast_exp2(m[mt][half] - m_new);
+            rescale[mt][half] = fast_exp2(m[mt][half] - m_new);
             m[mt][half] = m_new;
             float sum = 0.0f;
 #pragma unroll
@@ -146,13 +156,39 @@ __device__ __forceinline__ void online_softmax(float (&s)[MT][KEYS / 8][4], floa
                     s[mt][nt][2 * half + e] = p;
                     sum += p;
                 }
-            l[mt][half] = l[mt][half] * rescale + sum;  // this thread's columns only
+            l[mt][half] = l[mt][half] * rescale[mt][half] + sum;  // this thread's columns only
+        }
+}
+
+// o's rows times their factors (the online softmax's rescaling). Once the
+// rows' maxima have settled, most tiles raise none of them and every factor
+// is exactly 1: the warp checks that together (one vote) and skips the
+// multiplications, which would change nothing.
+template <int HS, int MT>
+__device__ __forceinline__ void rescale_rows(float (&o)[MT][HS / 8][4],
+                                             const float (&rescale)[MT][2]) {
+    bool unchanged = true;
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++) unchanged &= rescale[mt][0] == 1.0f && rescale[mt][1] == 1.0f;
+    if (__all_sync(FULL_MASK, unchanged)) return;
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int half = 0; half < 2; half++)
 #pragma unroll
             for (int nt = 0; nt < HS / 8; nt++) {
-                o[mt][nt][2 * half] *= rescale;
-                o[mt][nt][2 * half + 1] *= rescale;
+                o[mt][nt][2 * half] *= rescale[mt][half];
+                o[mt][nt][2 * half + 1] *= rescale[mt][half];
             }
-        }
+}
+
+template <int HS, int MT, int KEYS>
+__device__ __forceinline__ void online_softmax(float (&s)[MT][KEYS / 8][4], float (&m)[MT][2],
+                                               float (&l)[MT][2], float (&o)[MT][HS / 8][4],
+                                               int row0, int key0, bool mask, float scale_log2) {
+    float rescale[MT][2];
+    online_softmax_probs<MT, KEYS>(s, m, l, rescale, row0, key0, mask, scale_log2);
+    rescale_rows<HS, MT>(o, rescale);
 }
 // ANCHOR_END: online_softmax
 
@@ -207,12 +243,16 @@ __device__ __forceinline__ void load_row_stats(float *dst, const float *src, int
 // on tiles that cross the diagonal), and dS = P * (dP - D) written over S.
 // row0 is the thread's first row (its second is row0 + 8), key0 the tile's
 // first key.
-template <int N>
-__device__ __forceinline__ void ds_by_query_rows(float (&s)[1][N / 8][4],
-                                                 const float (&dp)[1][N / 8][4],
-                                                 const float (&row_lse)[2],
-                                                 const float (&row_delta)[2], int row0, int key0,
-                                                 bool mask, float scale_log2) {
+// Both come in two versions, chosen per tile by a branch: with the mask
+// (tiles that cross the diagonal, or T) and without it, so that the tiles
+// off the diagonal spend no integer instructions comparing keys with
+// queries. The arithmetic is the same in both.
+template <int N, bool MASK>
+__device__ __forceinline__ void ds_by_query_rows_tile(float (&s)[1][N / 8][4],
+                                                      const float (&dp)[1][N / 8][4],
+                                                      const float (&row_lse)[2],
+                                                      const float (&row_delta)[2], int row0,
+                                                      int key0, float scale_log2) {
     const int t4 = threadIdx.x % 4;
 #pragma unroll
     for (int nt = 0; nt < N / 8; nt++)
@@ -220,9 +260,21 @@ __device__ __forceinline__ void ds_by_query_rows(float (&s)[1][N / 8][4],
         for (int e = 0; e < 4; e++) {
             const int half = e / 2, key = key0 + nt * 8 + 2 * t4 + e % 2;
             float p = fast_exp2(fmaf(s[0][nt][e], scale_log2, -row_lse[half]));
-            if (mask && key > row0 + 8 * half) p = 0.0f;
+            if (MASK && key > row0 + 8 * half) p = 0.0f;
             s[0][nt][e] = p * (dp[0][nt][e] - row_delta[half]);
         }
+}
+
+template <int N>
+__device__ __forceinline__ void ds_by_query_rows(float (&s)[1][N / 8][4],
+                                                 const float (&dp)[1][N / 8][4],
+                                                 const float (&row_lse)[2],
+                                                 const float (&row_delta)[2], int row0, int key0,
+                                                 bool mask, float scale_log2) {
+    if (mask)
+        ds_by_query_rows_tile<N, true>(s, dp, row_lse, row_delta, row0, key0, scale_log2);
+    else
+        ds_by_query_rows_tile<N, false>(s, dp, row_lse, row_delta, row0, key0, scale_log2);
 }
 
 // The same step transposed, as the dK/dV kernels hold it (keys are rows,
@@ -231,11 +283,12 @@ __device__ __forceinline__ void ds_by_query_rows(float (&s)[1][N / 8][4],
 // memory; a query before the row's key, or at or past T, gives 0. key0 is
 // the thread's first key (its second is key0 + 8), q0 the tile's first
 // query; `mask` on tiles that cross the diagonal or T.
-template <int N>
-__device__ __forceinline__ void ds_by_key_rows(float (&pt)[1][N / 8][4], float (&dst)[1][N / 8][4],
-                                               const float *tile_lse, const float *tile_delta,
-                                               int key0, int q0, int T, bool mask,
-                                               float scale_log2) {
+template <int N, bool MASK>
+__device__ __forceinline__ void ds_by_key_rows_tile(float (&pt)[1][N / 8][4],
+                                                    float (&dst)[1][N / 8][4],
+                                                    const float *tile_lse,
+                                                    const float *tile_delta, int key0, int q0,
+                                                    int T, float scale_log2) {
     const int t4 = threadIdx.x % 4;
 #pragma unroll
     for (int nt = 0; nt < N / 8; nt++)
@@ -243,10 +296,21 @@ __device__ __forceinline__ void ds_by_key_rows(float (&pt)[1][N / 8][4], float (
         for (int e = 0; e < 4; e++) {
             const int key = key0 + 8 * (e / 2), col = nt * 8 + 2 * t4 + e % 2;
             float p = fast_exp2(fmaf(pt[0][nt][e], scale_log2, -tile_lse[col] * LOG2E));
-            if (mask && (q0 + col < key || q0 + col >= T)) p = 0.0f;
+            if (MASK && (q0 + col < key || q0 + col >= T)) p = 0.0f;
             pt[0][nt][e] = p;
             dst[0][nt][e] = p * (dst[0][nt][e] - tile_delta[col]);
         }
+}
+
+template <int N>
+__device__ __forceinline__ void ds_by_key_rows(float (&pt)[1][N / 8][4], float (&dst)[1][N / 8][4],
+                                               const float *tile_lse, const float *tile_delta,
+                                               int key0, int q0, int T, bool mask,
+                                               float scale_log2) {
+    if (mask)
+        ds_by_key_rows_tile<N, true>(pt, dst, tile_lse, tile_delta, key0, q0, T, scale_log2);
+    else
+        ds_by_key_rows_tile<N, false>(pt, dst, tile_lse, tile_delta, key0, q0, T, scale_log2);
 }
 // ANCHOR_END: backward_probs
 

@@ -130,4 +130,30 @@ __device__ __forceinline__ void wgmma_64x64_regs(float (&d)[8][4], const uint32_
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1));
 }
 
+// d (64x64) = a b (accumulate 0) or d += a b (1), a (64x16) and b (16x64)
+// both MN-major tiles in shared memory: each tile's rows are the sum's
+// index, 16 of them per step (DESC_MN_STEP). Chapter 12's dQ = dS K reads dS
+// this way from the tile of dS^T that the warpgroups wrote.
+__device__ __forceinline__ void wgmma_64x64_smem_mn(float (&d)[8][4], uint64_t a, uint64_t b,
+                                                    int accumulate) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " WGMMA_D_LIST
+        ", %32, %33, p, 1, 1, 1, 1;\n}\n"
+        : WGMMA_D(d)
+        : "l"(a), "l"(b), "r"(accumulate));
+}
+
+// After a wait, the accumulators are read and written by ordinary code. The
+// compiler does not know that the asynchronous product wrote them at the
+// wait, and could move that code above it; this empty statement "writes"
+// each of them after the wait, so it cannot.
+template <int N>
+__device__ __forceinline__ void wgmma_fence_operands(float (&d)[N][4]) {
+#pragma unroll
+    for (int i = 0; i < N; i++)
+#pragma unroll
+        for (int j = 0; j < 4; j++) asm volatile("" : "+f"(d[i][j])::"memory");
+}
+
 #endif

@@ -1,0 +1,113 @@
+// attention_wgmma.cuh: what chapter 05's wgmma attention
+// (attention_flash_hopper.cu, v3) and chapter 12's (attention_flash_ws.cu,
+// v4) share: heads of 64 in tiles of 64 rows, a warpgroup's two kinds of
+// product over them, and the check of the head size. For .cu files of the
+// bf16 build compiled for sm_90a (WITH_WGMMA).
+#ifndef ATTENTION_WGMMA_CUH
+#define ATTENTION_WGMMA_CUH
+
+#include "attention_tiles.cuh"
+#include "util/util.h"
+#include "wgmma.cuh"
+
+namespace {
+
+constexpr int HS = 64, GROUP = 128, ROWS = 64;  // a warpgroup: 128 threads, 64 rows
+constexpr int TILE_ELEMENTS = ROWS * HS;         // one tile of 64 rows: 8 KB
+// Dynamic shared memory, rounded up to the 1024 bytes the swizzle needs.
+__device__ __forceinline__ bf16 *aligned_smem(unsigned char *raw) {
+    return reinterpret_cast<bf16 *>(((uintptr_t)raw + 1023) & ~(uintptr_t)1023);
+}
+
+// ---- a warpgroup's two kinds of product --------------------------------------------
+// ANCHOR: warpgroup_products
+// acc (64x64) = a @ b^T, a and b tiles of 64 rows of HS = 64: their rows are
+// the product's rows and columns, their columns the sum (K-major both): the
+// scores S = Q K^T, and dP = dO V^T. Four steps of 16 columns, issued, not
+// waited for: the caller commits the group and waits.
+__device__ __forceinline__ void wg_mma_with_rows(float (&acc)[8][4], const bf16 *a, const bf16 *b) {
+    const uint64_t da = smem_descriptor(a), db = smem_descriptor(b);
+    wgmma_fence();
+    wgmma_64x64_smem_first(acc, da, db);
+#pragma unroll
+    for (int kk = 1; kk < HS / 16; kk++)
+        wgmma_64x64_smem(acc, da + DESC_K_STEP * kk, db + DESC_K_STEP * kk);
+}
+
+// acc (64x64) += P @ tile, P (64x64) in fp32 accumulators, the tile 64 rows
+// of HS = 64 (MN-major): O += P V, dV += P^T dO, dK += dS^T Q, dQ += dS K.
+// P is rounded to bf16 A fragments first, all four steps' (the fence then
+// tells the tensor cores that the registers are ready), then the four steps
+// of 16 rows of the tile are issued.
+__device__ __forceinline__ void wg_mma_with_probs(float (&acc)[8][4], const float (&p)[8][4],
+                                                  const bf16 *tile) {
+    uint32_t a[ROWS / 16][4];
+#pragma unroll
+    for (int kk = 0; kk < ROWS / 16; kk++) {
+        a[kk][0] = pack_bf16(p[2 * kk][0], p[2 * kk][1]);
+        a[kk][1] = pack_bf16(p[2 * kk][2], p[2 * kk][3]);
+        a[kk][2] = pack_bf16(p[2 * kk + 1][0], p[2 * kk + 1][1]);
+        a[kk][3] = pack_bf16(p[2 * kk + 1][2], p[2 * kk + 1][3]);
+    }
+    const uint64_t db = smem_descriptor(tile);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < ROWS / 16; kk++) wgmma_64x64_regs(acc, a[kk], db + DESC_MN_STEP * kk);
+}
+// ANCHOR_END: warpgroup_products
+
+
+// ---- the order of the blocks (chapter 12) ------------------------------------------
+// A kernel over (b, h, tile) has B*NH*tiles blocks, and the order in which
+// the GPU starts them decides two things: which blocks share L2 (the
+// blocks of one head read the same K and V, or Q and dO), and whether the
+// heaviest blocks (a causal tile's work grows with its distance from the
+// start) start first, so that the light ones fill the end of the run.
+//   HEAD_FASTEST  chapter 05's grid (B*NH, tiles): one tile of every head,
+//                 heaviest first over the whole grid, but a head's tiles far
+//                 apart in time: each block reads its head from HBM.
+//   BY_HEAD       (tiles, B*NH): a head's tiles together, sharing L2, but the
+//                 heavy and the light tiles of the grid's last heads at the end.
+//   HEAD_GROUPS   groups of heads_per_group heads: inside a group the tiles
+//                 in order of weight, heaviest first, each tile of every head
+//                 of the group together. A group's tensors fit in L2, and the
+//                 light tiles of one group run beside the heavy ones of the next.
+enum BlockOrder { HEAD_FASTEST, BY_HEAD, HEAD_GROUPS };
+
+struct TilePlace {
+    int bh, tile;  // tile 0 is the heaviest
+};
+
+// Where this block is, for a grid made by grid_for<ORDER>() below.
+template <BlockOrder ORDER>
+__device__ __forceinline__ TilePlace tile_place(int tiles, int heads, int heads_per_group) {
+    if (ORDER == HEAD_FASTEST) return {(int)blockIdx.x, (int)blockIdx.y};
+    if (ORDER == BY_HEAD) return {(int)blockIdx.y, (int)blockIdx.x};
+    const int per_group = heads_per_group * tiles, group = blockIdx.x / per_group;
+    const int rank = blockIdx.x % per_group;
+    const int here = min(heads_per_group, heads - group * heads_per_group);
+    return {group * heads_per_group + rank % here, rank / here};
+}
+
+}  // namespace
+
+// The grid of B*NH heads of `tiles` tiles in each order.
+static inline dim3 grid_for(BlockOrder order, int heads, int tiles) {
+    if (order == HEAD_FASTEST) return dim3(heads, tiles);
+    if (order == BY_HEAD) return dim3(tiles, heads);
+    return dim3(heads * tiles);
+}
+
+// Heads per group: 16 at T = 1024, so that a group's K and V (16 heads x
+// 1024 rows x 64 x 2 tensors x 2 bytes = 4 MiB), or Q, dO, K and V in the
+// backward pass, stay in L2 (50 MiB) beside everything else a step holds.
+static inline int heads_per_group(int T) { return T >= 16384 ? 1 : 16384 / T; }
+
+// The wgmma kernels' one head size, checked by every launcher.
+static inline void check_head_size(const char *who, int C, int NH) {
+    if (NH <= 0 || C % NH != 0 || C / NH != HS)
+        die("%s: C=%d with NH=%d heads: the wgmma kernels are built for heads of %d", who, C, NH,
+            HS);
+}
+
+#endif
