@@ -655,6 +655,16 @@ $(BUILD)/demos/attention_sweep: $(BF16_OBJ)/chapters/05_flash_attention/attentio
 
 gpu-tests-run: $(BUILD)/demos/attention_sweep
 
+# make demo-12: chapter 12's attention (v4) beside chapter 05's (v2, v3),
+# PyTorch's FlashAttention-2 and cuDNN's attention, at B=16 and B=64, T = 256
+# .. 4096 (the same two programs as demo-05), and the kernel lab's attention
+# rows (chapters/12_fast_attention/attention_sweep.sh):
+# results/<gpu>/fast_attention/.
+.PHONY: demo-12
+demo-12: $(BUILD)/demos/attention_sweep $(BUILD)/kernel_lab_bf16
+	@if $(EXERCISE_HAVE_GPU); then bash chapters/12_fast_attention/attention_sweep.sh; \
+	else echo "demo-12: no GPU here: built $^, nothing was run"; fi
+
 # ---- the kernel lab (after the bf16 build, whose libraries it links) -------
 # tools/kernel_lab/: every version of every kernel family, checked against the
 # CPU reference and timed at GPT-2 124M's shapes (tools/kernel_lab/lab.h), in

@@ -11,11 +11,14 @@
 #                                   (--profile: device ms per step and share),
 #                                   from a run of its own so that the timed
 #                                   runs carry no profiling marks
+#   results/<gpu>/profile_chNN_BM.csv  the last chapter's, at the headline's
+#                                   batch M (HEAD_B)
 #
 # Settings (environment variables): B (16), T (1024), STEPS (25: 5 warm-up +
 # 20 timed), LARGE_B (32: a second, larger batch where memory allows),
-# HEAD_B (64: the batch of the headline rows, the last chapter and PyTorch's
-# best recipe side by side, and of chapter 11's micro-batch row),
+# HEAD_B (64: the batch of the headline rows, the last two chapters and
+# PyTorch's best recipe side by side, of the last chapter's profile at that
+# batch, and of its micro-batch row),
 # TRAINER_FP32 (build/train_gpt2_fp32), TRAINER_BF16 (build/train_gpt2_bf16),
 # PYTHON (python3), CHAPTERS (every chapter of the table), PYTORCH (1: also
 # PyTorch's rows; 0: ours only), PROFILE_STEPS (5).
@@ -23,6 +26,7 @@
 # OURS (1: our rows and profiles; 0: PyTorch's only), EXTRAS (1: the ablations and the
 # larger batch too; last: only those of the last chapter; 0: none), APPEND (1: add the rows to an existing results.csv and keep its
 # environment.txt: a bench split over two sessions of one machine).
+# RESULTS (results/<gpu>: where the files go).
 #
 # Each chapter runs in the trainer built for its precision: the chapter
 # table (--list-chapters: chapter, precision, switch, title) says which.
@@ -49,7 +53,7 @@ trainer_for() {  # chapter -> the trainer binary of its precision
 gpu_name=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
 slug=$(echo "$gpu_name" | grep -oiE 'H100|H200|A100|L40S|L4|RTX ?[0-9]+' | head -1 | tr 'A-Z ' 'a-z_')
 slug=${slug:-$(echo "$gpu_name" | tr 'A-Z ' 'a-z_')}
-out=results/$slug
+out=${RESULTS:-results/$slug}
 mkdir -p "$out/logs"
 csv=$out/results.csv
 if [ "$APPEND" != 1 ] || [ ! -f "$csv" ]; then
@@ -64,7 +68,7 @@ fi
   echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
   # COMMIT names the code when the tree was copied without its .git folder.
   echo "commit: ${COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}"
-  echo "settings: B=$B T=$T steps=$STEPS warmup=$WARMUP large_B=$LARGE_B; data TinyShakespeare (ours), random tokens (PyTorch)"
+  echo "settings: B=$B T=$T steps=$STEPS warmup=$WARMUP large_B=$LARGE_B head_B=$HEAD_B; data TinyShakespeare (ours), random tokens (PyTorch)"
 } > "$out/environment.txt"
 
 # One trainer run; a failure (out of memory at the large batch) is reported
@@ -80,13 +84,14 @@ ours() {  # label, batch, chapter, flags...
 }
 
 # The chapter's step kernel by kernel: the warm-up, then PROFILE_STEPS
-# profiled steps (profiler.h), into profile_chNN.csv; the table is also at
-# the end of the log.
-profile() {  # chapter
-  local ch=$1 label; label=ch$(printf %02d "$1")
+# profiled steps (profiler.h), into profile_chNN.csv (profile_chNN_BM.csv at
+# a batch M other than B); the table is also at the end of the log.
+profile() {  # chapter [batch]
+  local ch=$1 b=${2:-$B} label; label=ch$(printf %02d "$1")
+  [ "$b" = "$B" ] || label=${label}_B$b
   local trainer; trainer=$(trainer_for "$ch")
-  echo "== $label profile: $out/profile_$label.csv =="
-  "$trainer" --chapter "$ch" -b "$B" -t "$T" --steps $((WARMUP + PROFILE_STEPS)) --val-every 0 \
+  echo "== $label profile (B=$b): $out/profile_$label.csv =="
+  "$trainer" --chapter "$ch" -b "$b" -t "$T" --steps $((WARMUP + PROFILE_STEPS)) --val-every 0 \
     --sample-tokens 0 --log-every 1 --bench-warmup "$WARMUP" --profile "$PROFILE_STEPS" \
     --profile-csv "$out/profile_$label.csv" --memory > "$out/logs/$label-profile.txt" 2>&1 \
     || echo "!! $label profile failed: $(tail -1 "$out/logs/$label-profile.txt")"
@@ -109,6 +114,7 @@ chapters=${CHAPTERS:-$(echo "$table" | awk 'NR > 1 {print $1}')}
 # An appended session says so in environment.txt: its rows are another run's.
 [ "$APPEND" = 1 ] && echo "appended: $(date -u +%Y-%m-%dT%H:%M:%SZ), commit ${COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}: chapters $(echo $chapters)$([ "$OURS" = 1 ] && echo ' and their profiles')$([ "$PYTORCH" != 0 ] && echo ", PyTorch rows ($PYTORCH)")" >> "$out/environment.txt"
 last=$(echo "$table" | awk 'NR > 1 {print $1}' | tail -1)
+before_last=$(echo "$table" | awk 'NR > 1 {print $1}' | tail -2 | head -1)
 [ "$OURS" = 1 ] && for ch in $chapters; do ours "ch$(printf %02d "$ch")" "$B" "$ch"; done
 [ "$OURS" = 1 ] && for ch in $chapters; do profile "$ch"; done
 # Leave-one-out ablations at the last chapter: each run-time switch off in
@@ -116,7 +122,7 @@ last=$(echo "$table" | awk 'NR > 1 {print $1}' | tail -1)
 # bf16, is a build, not a switch (its ablation is the fp32 chapters' rows),
 # and tensor-cores (TF32) means nothing to bf16 GEMMs.
 last_prec=$(echo "$table" | awk -v ch="$last" 'NR > 1 && $1 == ch {print $2}')
-# (A chapter's switches are comma-separated in the table: the last has three.)
+# (A chapter's switches are comma-separated in the table: chapter 11 has three.)
 # Chapter 11's graphs need sync avoidance and the fused optimizer (train_gpu.c):
 # those two are turned off with the graphs.
 [ "$EXTRAS" != 0 ] && [ "$OURS" = 1 ] && for sw in $(echo "$table" | awk -v p="$last_prec" 'NR > 1 && $3 != "-" && $2 == p {print $3}' | tr , '\n'); do
@@ -150,11 +156,16 @@ fi
 [ "$EXTRAS" != 0 ] && [ "$OURS" = 1 ] && ours "ch$(printf %02d "$last")-B$LARGE_B" "$LARGE_B" "$last"
 
 # The headline: the last chapter and PyTorch's best recipe at HEAD_B, in
-# this run, side by side; and the same step of HEAD_B sequences made of
-# micro-batches of B (--grad-accum), in the memory of B.
+# this run, side by side, and the chapter before the last beside them (what
+# the last chapter bought at that batch); the same step of HEAD_B sequences
+# made of micro-batches of B (--grad-accum), in the memory of B; and the
+# last chapter's step at HEAD_B kernel by kernel.
 if [ "$OURS" = 1 ]; then
-  ours "ch$(printf %02d "$last")-B$HEAD_B" "$HEAD_B" "$last"
+  for ch in $(printf '%s\n' "$before_last" "$last" | uniq); do
+    ours "ch$(printf %02d "$ch")-B$HEAD_B" "$HEAD_B" "$ch"
+  done
   [ "$EXTRAS" != 0 ] && ours "ch$(printf %02d "$last")-B${B}x$((HEAD_B / B))" "$B" "$last" --grad-accum $((HEAD_B / B))
+  [ "$HEAD_B" != "$B" ] && profile "$last" "$HEAD_B"
 fi
 pytorch "pytorch-compile-bf16-flash-B$HEAD_B" "$HEAD_B" compile-bf16-flash
 

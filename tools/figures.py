@@ -24,6 +24,11 @@ name in book/figures/: NAME.svg for the HTML book, NAME.pdf for the PDF.
     vocab_padding        where the rows of the logits start at 50257, 50264
                          and 50304 values, and the last tile of 128 columns
                          (chapter 06)
+    attention_overlap    one thread block of the flash forward pass over time:
+                         chapter 05's v3, then chapter 12's three steps (a
+                         producer warp and the TMA, the softmax beside the
+                         next product, two warpgroups in turn), and when the
+                         tensor cores are busy (a schematic: no measurement)
 
 The output is deterministic, as tools/plots.py's is: the same script gives
 byte-identical files, and a file whose bytes would not change is not
@@ -511,6 +516,131 @@ def vocab_padding():
     return save(fig, "vocab_padding")
 
 
+# ---- chapter 12: what overlaps with what in the flash forward pass ----------------
+# A schematic of one thread block (two consumer warpgroups, 64 queries each)
+# visiting tiles of keys: the durations are made up, in the proportions of
+# the argument (the load of a tile about as long as a product, the softmax a
+# little shorter), not measured.
+LOAD, SOFTMAX_COLOUR = "#55a868", WAIT
+SPANS = {"copies": LOAD, "TMA": LOAD, "S": KERNEL, "PV": KERNEL, "softmax": SOFTMAX_COLOUR}
+
+
+def overlap_panel(ax, title, lanes, width):
+    """lanes: [(name, [(start, length, kind, half)])], half 0 (the whole lane),
+    1 (its upper half: the products) or 2 (its lower half: the softmax); then a
+    last lane, the tensor cores, busy wherever some lane runs a product."""
+    names = [name for name, _ in lanes] + ["tensor cores"]
+    busy = []
+    for i, (_, spans) in enumerate(lanes):
+        y = len(names) - 1 - i
+        for start, length, kind, half in spans:
+            if start >= width:
+                continue
+            length = min(length, width - start)
+            y0, h = {0: (y + 0.12, 0.76), 1: (y + 0.5, 0.38), 2: (y + 0.12, 0.38)}[half]
+            ax.add_patch(patches.Rectangle((start, y0), length, h, facecolor=SPANS[kind],
+                                           edgecolor="white", lw=0.8))
+            if length > 0.45:
+                ax.text(start + length / 2, y0 + h / 2, kind, ha="center", va="center",
+                        fontsize=6.5, color="white")
+            if kind in ("S", "PV"):
+                busy.append((start, start + length))
+    busy.sort()
+    t = 0.0
+    for start, end in busy + [(width, width)]:
+        if start > t + 1e-9:
+            ax.add_patch(patches.Rectangle((t, 0.12), start - t, 0.76, facecolor=IDLE,
+                                           edgecolor="#bbbbbb", hatch="xx", lw=0.5))
+        if end > max(start, t):
+            ax.add_patch(patches.Rectangle((max(start, t), 0.12), end - max(start, t), 0.76,
+                                           facecolor=KERNEL, edgecolor="none", alpha=0.45))
+        t = max(t, end)
+    ax.set_xlim(0, width)
+    ax.set_ylim(0, len(names))
+    ax.set_yticks([len(names) - 0.5 - i for i in range(len(names))], names, fontsize=7.5)
+    ax.set_xticks([])
+    ax.tick_params(axis="y", length=0)
+    for side in ("top", "right", "left", "bottom"):
+        ax.spines[side].set_visible(False)
+    ax.set_title(title, fontsize=9, loc="left", fontweight="bold")
+
+
+def attention_overlap():
+    # Durations in made-up units: both warpgroups' product together takes s
+    # (pv), one warpgroup's alone half of it; a softmax sm; the threads' own
+    # copies of a tile and the block's barrier after them, copies.
+    copies, s, sm, pv, width, first = 0.6, 1.0, 0.8, 1.0, 11.0, 0.6
+
+    def producer(period):  # two tiles ahead, then one each time a stage is freed
+        return [(0.0, 0.55, "TMA", 0), (first, 0.55, "TMA", 0)] + \
+               [(first + i * period, 0.55, "TMA", 0) for i in range(1, 8)]
+
+    # v3: every thread issues its part of the copies of a tile ahead
+    # (cp.async), then the whole block meets at a barrier; both warpgroups
+    # compute S = Q K^T, the softmax, O += P V, in step.
+    v3 = []
+    t = 0.0
+    while t < width:
+        v3 += [(t, copies, "copies", 0), (t + copies, s, "S", 0),
+               (t + copies + s, sm, "softmax", 0), (t + copies + s + sm, pv, "PV", 0)]
+        t += copies + s + sm + pv
+    # Step 1: a producer warp keeps a ring of tiles full with the TMA (one
+    # thread issues a tile's copy); the consumers wait on the stage's
+    # mbarrier, which holds them only at the start.
+    step1 = []
+    t = first
+    while t < width:
+        step1 += [(t, s, "S", 0), (t + s, sm, "softmax", 0), (t + s + sm, pv, "PV", 0)]
+        t += s + sm + pv
+    # Step 2: the next tile's S is issued (wgmma is asynchronous) before this
+    # tile's softmax, which runs beside it; P V waits for the softmax.
+    step2 = [(first, s, "S", 1)]
+    t = first + s
+    while t < width:
+        step2 += [(t, s, "S", 1), (t, sm, "softmax", 2), (t + max(s, sm), pv, "PV", 1)]
+        t += max(s, sm) + pv
+    # Step 3: the warpgroups take turns on the tensor cores, each turn one
+    # warpgroup's P V and next S (at full speed: it has them alone), while
+    # the other's softmax runs; a turn waits for its warpgroup's softmax.
+    wgs = [[(first, s / 2, "S", 1)], [(first + s / 2, s / 2, "S", 1)]]
+    free, softmax_done = first + s, [first + s / 2 + sm, first + s + sm]
+    for wg in wgs:
+        wg.append((wg[0][0] + s / 2, sm, "softmax", 2))
+    while free < width:
+        for w, wg in enumerate(wgs):
+            turn = max(free, softmax_done[w])
+            wg += [(turn, pv / 2, "PV", 1), (turn + pv / 2, s / 2, "S", 1),
+                   (turn + (pv + s) / 2, sm, "softmax", 2)]
+            free, softmax_done[w] = turn + (pv + s) / 2, turn + (pv + s) / 2 + sm
+    wg1, wg2 = wgs
+    panels = [
+        ("Chapter 05's v3: every thread copies its part of a tile ahead, then a barrier; "
+         "both warpgroups in step",
+         [("warpgroups 1, 2", v3)]),
+        ("Step 1: a producer warp issues each tile's copy to the TMA; an mbarrier says when it is in",
+         [("producer warp", producer(s + sm + pv)), ("warpgroups 1, 2", step1)]),
+        ("Step 2: each warpgroup's softmax beside its own next product",
+         [("producer warp", producer(max(s, sm) + pv)), ("warpgroups 1, 2", step2)]),
+        ("Step 3: the two warpgroups take turns: one's softmax, the other's products",
+         [("producer warp", producer(s + pv)), ("warpgroup 1", wg1), ("warpgroup 2", wg2)]),
+    ]
+    heights = [len(lanes) + 1 for _, lanes in panels]
+    fig, axes = plt.subplots(len(panels), 1, figsize=(8.4, 7.4), sharex=True,
+                             gridspec_kw={"height_ratios": heights})
+    for ax, (title, lanes) in zip(axes, panels):
+        overlap_panel(ax, title, lanes, width)
+    axes[-1].set_xlabel("time (a schematic: not to scale)", fontsize=8.5, color=GREY)
+    legend = [patches.Patch(facecolor=LOAD, label="a tile of K and V copied: by the threads "
+                            "(cp.async, and a barrier), or by the TMA"),
+              patches.Patch(facecolor=KERNEL, label="a product on the tensor cores (S = Q K^T, P V)"),
+              patches.Patch(facecolor=SOFTMAX_COLOUR, label="softmax (max, exp, sum)"),
+              patches.Patch(facecolor=IDLE, edgecolor="#bbbbbb", hatch="xx",
+                            label="tensor cores idle")]
+    fig.legend(handles=legend, loc="lower center", ncol=2, frameon=False, fontsize=7.5)
+    fig.tight_layout(rect=(0, 0.07, 1, 1))
+    return save(fig, "attention_overlap")
+
+
 def main():
     written = []
     written += float_formats("tf32")
@@ -521,6 +651,7 @@ def main():
     written += causal_tiles()
     written += fusion_traffic()
     written += vocab_padding()
+    written += attention_overlap()
     if written:
         print("figures: wrote " + ", ".join(written))
     else:

@@ -89,6 +89,7 @@ CHAPTER_PYTORCH = {
     9: "pytorch-compile-bf16-flash",
     10: "pytorch-compile-bf16-flash",
     11: "pytorch-compile-bf16-flash",
+    12: "pytorch-compile-bf16-flash",
 }
 
 # The first chapter whose model is not chapter 00's: weight tying (07) shares
@@ -254,11 +255,11 @@ def short_title(title):
     return title
 
 
-# A chapter's name under its bar, where twelve bars share a figure's width:
+# A chapter's name under its bar, where thirteen bars share a figure's width:
 # the chapter's title in a word or two. A chapter not listed gets its title.
 TICK_NAMES = {0: "FP32", 1: "TF32", 2: "bf16", 3: "no syncs", 4: "fusion", 5: "flash\nattention",
               6: "vocab.\npadding", 7: "tying", 8: "data\nworkers", 9: "fused\nAdamW",
-              10: "8-bit\nAdamW", 11: "last\nmile"}
+              10: "8-bit\nAdamW", 11: "last\nmile", 12: "Hopper\nattention"}
 
 
 def chapter_tick(ch, title, width=9):

@@ -591,7 +591,7 @@ MODES = {
     "compile-bf16-sdpa-vocab-tied":
         BenchMode("07",    True,   True,   False,  True,    "sdpa",    True,   True,   False),
     "compile-bf16-sdpa-vocab-tied-fused":
-        BenchMode("08-11", True,   True,   False,  True,    "sdpa",    True,   True,   True),
+        BenchMode("08-12", True,   True,   False,  True,    "sdpa",    True,   True,   True),
 }
 # Old names, kept so that rows measured under them still read right. The row
 # records the name it was asked for (its `chapter` column: pytorch:NAME).
@@ -776,11 +776,11 @@ def cmd_bench(a):
       compile-bf16-sdpa 05  + F.scaled_dot_product_attention(is_causal=True)
       compile-bf16-sdpa-vocab  06  + padded vocab Vp=50304
       compile-bf16-sdpa-vocab-tied  07  + lm_head tied to wte
-      compile-bf16-sdpa-vocab-tied-fused  08-11  + AdamW(fused=True) and
+      compile-bf16-sdpa-vocab-tied-fused  08-12  + AdamW(fused=True) and
                             foreach gradient clipping: PyTorch's best recipe.
                             Chapter 08 (data workers) has no PyTorch change:
                             the tokens already wait on the device. Chapters
-                            10-11 compare against this row.
+                            10-12 compare against this row.
       compile-bf16-flash  an alias of compile-bf16-sdpa-vocab-tied-fused (its
                             old name, kept for the rows measured under it)
     The cross-entropy always excludes the padding logits (as the C trainer).

@@ -1,15 +1,20 @@
-// attention_sweep.cu: chapter 05's demo. Causal attention at GPT-2's heads
-// (12 heads of 64) and B=16, at T = 256 .. 4096, forward and backward, by
-// chapter 04's slots (eager: the (B,NH,T,T) scores written out) and by
-// chapter 05's two flash versions (v2: mma.sync; v3: wgmma, what chapter 05's
-// slots run at heads of 64): the time of each pass, and the memory each
-// keeps for the backward pass besides qkv and out, and uses as scratch. PyTorch's
-// scaled_dot_product_attention adds its rows to the same file
-// (chapters/05_flash_attention/sdpa_sweep.py); `make demo-05` runs both.
+// attention_sweep.cu: chapter 05's demo, and chapter 12's. Causal attention
+// at GPT-2's heads (12 heads of 64) and B=16, at T = 256 .. 4096, forward and
+// backward, by chapter 04's slots (eager: the (B,NH,T,T) scores written out),
+// by chapter 05's two flash versions (v2: mma.sync; v3: wgmma, what chapter
+// 05's slots run at heads of 64) and by chapter 12's v4 (the TMA, warp
+// specialization: what chapter 12's slots run there): the time of each pass,
+// and the memory each keeps for the backward pass besides qkv and out, and
+// uses as scratch. PyTorch's scaled_dot_product_attention adds its rows to
+// the same file (chapters/05_flash_attention/sdpa_sweep.py); `make demo-05`
+// runs both, and `make demo-12` the flash versions at B=16 and 64
+// (chapters/12_fast_attention/attention_sweep.sh).
 //
-//   build/demos/attention_sweep [CSV] [--batch B] [--min-seq T] [--max-seq T] [--flash-only]
+//   build/demos/attention_sweep [CSV] [--batch B[,B...]] [--min-seq T] [--max-seq T] [--flash-only]
 //
-// CSV rows are labelled IMPL-PASS-T (flash-v3-forward-1024).
+// CSV rows are labelled IMPL-PASS-T (flash-v3-forward-1024) at B=16, the
+// batch chapter 05's tables name, and IMPL-PASS-T-BN at another batch N
+// (flash-v4-forward-1024-B64).
 //
 // Timing: the pass is captured K times over in a CUDA graph, the graph is
 // replayed, and the replay's time between two CUDA events is divided by K;
@@ -34,7 +39,10 @@
 #define WARMUP 3
 #define REPEATS 15
 
-typedef enum { EAGER, FLASH_V2, FLASH_V3, NUM_IMPLS } Impl;
+#define MAX_BATCHES 8
+#define UNSUFFIXED_B 16  // the batch whose rows' labels name no batch
+
+typedef enum { EAGER, FLASH_V2, FLASH_V3, FLASH_V4, NUM_IMPLS } Impl;
 
 typedef struct {
     Impl impl;
@@ -60,13 +68,16 @@ static floatX *alloc_random(size_t n, unsigned seed) {
     return p;
 }
 
-static const char *const IMPL_NAMES[] = {"eager", "flash-v2", "flash-v3"};
+static const char *const IMPL_NAMES[] = {"eager", "flash-v2", "flash-v3", "flash-v4"};
 static const char *const IMPL_KERNELS[] = {"attention_forward_v1 / attention_backward_v1",
                                            "attention_forward_v2 / attention_backward_v2",
-                                           "attention_forward_v3 / attention_backward_v3"};
+                                           "attention_forward_v3 / attention_backward_v3",
+                                           "attention_forward_v4 / attention_backward_v4"};
+// The chapter whose slots run each (v2 is called by name).
+static const int IMPL_CHAPTERS[] = {4, 5, 5, 12};
 
-// Eager and v3 through chapter 04's and chapter 05's slots; v2 by name (the
-// flash slot picks v3 at heads of 64).
+// Eager, v3 and v4 through chapter 04's, 05's and 12's slots; v2 by name
+// (the flash slots pick v3 and v4 at heads of 64, on a Hopper).
 static void forward(const GpuContext *ctx, Run *r) {
     if (r->impl == FLASH_V2)
         attention_forward_v2(ctx, r->out, r->lse, r->qkv, r->B, r->T, NH * HS, NH);
@@ -118,19 +129,89 @@ static double time_pass(GpuContext *ctx, Run *r, void (*pass)(const GpuContext *
     return ms[REPEATS / 2] / K_PER_GRAPH;
 }
 
+// Every version at one shape (B, T): a row per pass.
+static void sweep_shape(GpuContext *ctx, FILE *csv, int B, int T, int flash_only) {
+    const int C = NH * HS;
+    const double mib = 1024.0 * 1024.0;
+    const size_t N = (size_t)B * T * C, A = (size_t)B * NH * T * T;
+    char batch_suffix[16] = "";
+    if (B != UNSUFFIXED_B) snprintf(batch_suffix, sizeof batch_suffix, "-B%d", B);
+    for (int impl = flash_only ? FLASH_V2 : EAGER; impl < NUM_IMPLS; impl++) {
+        // On another GPU the slots would run v2.
+        if ((impl == FLASH_V3 || impl == FLASH_V4) && !ctx->hopper) continue;
+        const int flash = impl != EAGER;
+        Optimizations o = chapter_optimizations(IMPL_CHAPTERS[impl]);
+        Run r;
+        memset(&r, 0, sizeof r);
+        GpuLaunchSettings launch;
+        r.ops = gpu_ops_select(&o, &launch);
+        gpu_launch_apply(ctx, &launch);  // which turns off the sync after launches
+        r.impl = (Impl)impl, r.B = B, r.T = T;
+        const size_t scratch = impl == FLASH_V4 ? attention_backward_v4_scratch_floats(B, T, NH)
+                               : flash ? attention_backward_v2_scratch_floats(B, T, NH)
+                                       : attention_backward_scratch_floats(B, T, C, NH);
+        r.qkv = alloc_random(3 * N, 1), r.dout = alloc_random(N, 2);
+        r.out = (floatX *)gpu_malloc(N * sizeof(floatX), "out");
+        r.dqkv = (floatX *)gpu_malloc(3 * N * sizeof(floatX), "dqkv");
+        r.att = flash ? NULL : (floatX *)gpu_malloc(A * sizeof(floatX), "att");
+        r.lse = flash ? (float *)gpu_malloc((size_t)B * NH * T * sizeof(float), "lse") : NULL;
+        r.scratch = (float *)gpu_malloc(scratch * sizeof(float), "scratch");
+        const double kept =
+            flash ? (double)B * NH * T * sizeof(float) : (double)A * sizeof(floatX);
+        // The eager scratch holds floatX arrays in a buffer sized in floats (attention.h).
+        const double scratch_bytes = flash ? (double)scratch * sizeof(float)
+                                           : (double)scratch * sizeof(floatX);
+        const double fwd_flops = 4.0 * B * NH * (double)T * T * HS / 2;
+        const char *name_of_impl = IMPL_NAMES[impl], *kernels = IMPL_KERNELS[impl];
+        for (int pass = 0; pass < 2; pass++) {
+            if (pass == 1) forward(ctx, &r);  // the backward pass reads what it kept
+            double ms = time_pass(ctx, &r, pass ? backward : forward);
+            double flops = pass ? 2.5 * fwd_flops : fwd_flops;
+            double tflops = flops / (ms * 1e9);
+            const char *name = pass ? "backward" : "forward";
+            printf("%-8s %-8s %4d %5d %10.4f %9.1f %10.1f %12.1f\n", name_of_impl, name, B, T,
+                   ms, tflops, kept / mib, scratch_bytes / mib);
+            if (csv)
+                fprintf(csv, "%s-%s-%d%s,%s,%s,%d,%d,%d,%d,%.5f,%.1f,%.1f,%.1f,%s\n",
+                        name_of_impl, name, T, batch_suffix, name_of_impl, name, B, T, NH, HS,
+                        ms, tflops, kept / mib, scratch_bytes / mib, kernels);
+        }
+        void *all[] = {r.qkv, r.dout, r.out, r.dqkv, r.att, r.lse, r.scratch};
+        for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) gpu_free(all[i]);
+    }
+}
+
+// "16,64" into batches (at most MAX_BATCHES); their count, or -1.
+static int parse_batches(const char *list, int *batches) {
+    int n = 0;
+    for (const char *p = list; *p;) {
+        char *end;
+        long b = strtol(p, &end, 10);
+        if (end == p || b < 1 || b > 1 << 20 || n == MAX_BATCHES || (*end && *end != ','))
+            return -1;
+        batches[n++] = (int)b;
+        p = *end ? end + 1 : end;
+    }
+    return n;
+}
+
 int main(int argc, char **argv) {
     const char *csv_path = NULL;
-    int B = 16, min_T = 256, max_T = 4096, flash_only = 0;
+    int batches[MAX_BATCHES] = {16}, num_batches = 1, min_T = 256, max_T = 4096, flash_only = 0;
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--batch") && i + 1 < argc) B = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--min-seq") && i + 1 < argc) min_T = atoi(argv[++i]);
+        if (!strcmp(argv[i], "--batch") && i + 1 < argc) {
+            num_batches = parse_batches(argv[++i], batches);
+            if (num_batches < 1)
+                die("attention_sweep: --batch %s: positive batches, comma-separated (at most %d)",
+                    argv[i], MAX_BATCHES);
+        } else if (!strcmp(argv[i], "--min-seq") && i + 1 < argc) min_T = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--max-seq") && i + 1 < argc) max_T = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--flash-only")) flash_only = 1;
         else if (argv[i][0] != '-' && !csv_path) csv_path = argv[i];
-        else die("usage: %s [CSV] [--batch B] [--min-seq T] [--max-seq T] [--flash-only]", argv[0]);
+        else die("usage: %s [CSV] [--batch B[,B...]] [--min-seq T] [--max-seq T] [--flash-only]",
+                 argv[0]);
     }
-    if (B < 1 || min_T < 1 || max_T < 1)
-        die("attention_sweep: --batch, --min-seq and --max-seq must be positive");
+    if (min_T < 1 || max_T < 1) die("attention_sweep: --min-seq and --max-seq must be positive");
     if (gpu_device_count() == 0) die("attention_sweep: no CUDA device");
     GpuContext ctx;
     gpu_context_init(&ctx, GPU_FIRST_DEVICE);
@@ -140,54 +221,10 @@ int main(int argc, char **argv) {
         if (!csv) die("%s: cannot open for writing", csv_path);
         fprintf(csv, "label,impl,pass,B,T,NH,hs,ms,tflops,kept_mib,scratch_mib,kernels\n");
     }
-    printf("%-8s %-8s %5s %10s %9s %10s %12s\n", "impl", "pass", "T", "ms", "TFLOP/s",
+    printf("%-8s %-8s %4s %5s %10s %9s %10s %12s\n", "impl", "pass", "B", "T", "ms", "TFLOP/s",
            "kept MiB", "scratch MiB");
-    const int C = NH * HS;
-    const double mib = 1024.0 * 1024.0;
-    for (int T = min_T; T <= max_T; T *= 2) {
-        const size_t N = (size_t)B * T * C, A = (size_t)B * NH * T * T;
-        for (int impl = flash_only ? FLASH_V2 : EAGER; impl < NUM_IMPLS; impl++) {
-            if (impl == FLASH_V3 && !ctx.hopper) continue;  // the slot would run v2
-            const int flash = impl != EAGER;
-            Optimizations o = chapter_optimizations(flash ? 5 : 4);
-            Run r;
-            memset(&r, 0, sizeof r);
-            GpuLaunchSettings launch;
-            r.ops = gpu_ops_select(&o, &launch);
-            gpu_launch_apply(&ctx, &launch);  // which turns off the sync after launches
-            r.impl = (Impl)impl, r.B = B, r.T = T;
-            const size_t scratch = flash ? attention_backward_v2_scratch_floats(B, T, NH)
-                                         : attention_backward_scratch_floats(B, T, C, NH);
-            r.qkv = alloc_random(3 * N, 1), r.dout = alloc_random(N, 2);
-            r.out = (floatX *)gpu_malloc(N * sizeof(floatX), "out");
-            r.dqkv = (floatX *)gpu_malloc(3 * N * sizeof(floatX), "dqkv");
-            r.att = flash ? NULL : (floatX *)gpu_malloc(A * sizeof(floatX), "att");
-            r.lse = flash ? (float *)gpu_malloc((size_t)B * NH * T * sizeof(float), "lse") : NULL;
-            r.scratch = (float *)gpu_malloc(scratch * sizeof(float), "scratch");
-            const double kept =
-                flash ? (double)B * NH * T * sizeof(float) : (double)A * sizeof(floatX);
-            // The eager scratch holds floatX arrays in a buffer sized in floats (attention.h).
-            const double scratch_bytes = flash ? (double)scratch * sizeof(float)
-                                               : (double)scratch * sizeof(floatX);
-            const double fwd_flops = 4.0 * B * NH * (double)T * T * HS / 2;
-            const char *name_of_impl = IMPL_NAMES[impl], *kernels = IMPL_KERNELS[impl];
-            for (int pass = 0; pass < 2; pass++) {
-                if (pass == 1) forward(&ctx, &r);  // the backward pass reads what it kept
-                double ms = time_pass(&ctx, &r, pass ? backward : forward);
-                double flops = pass ? 2.5 * fwd_flops : fwd_flops;
-                double tflops = flops / (ms * 1e9);
-                const char *name = pass ? "backward" : "forward";
-                printf("%-8s %-8s %5d %10.4f %9.1f %10.1f %12.1f\n", name_of_impl, name, T, ms,
-                       tflops, kept / mib, scratch_bytes / mib);
-                if (csv)
-                    fprintf(csv, "%s-%s-%d,%s,%s,%d,%d,%d,%d,%.5f,%.1f,%.1f,%.1f,%s\n",
-                            name_of_impl, name, T, name_of_impl, name, B, T, NH, HS, ms, tflops,
-                            kept / mib, scratch_bytes / mib, kernels);
-            }
-            void *all[] = {r.qkv, r.dout, r.out, r.dqkv, r.att, r.lse, r.scratch};
-            for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) gpu_free(all[i]);
-        }
-    }
+    for (int k = 0; k < num_batches; k++)
+        for (int T = min_T; T <= max_T; T *= 2) sweep_shape(&ctx, csv, batches[k], T, flash_only);
     if (csv) fclose(csv);
     gpu_context_free(&ctx);
     return 0;

@@ -124,6 +124,34 @@ static void attention_backward_flash(const GpuContext *ctx, floatX *dqkv, float 
 }
 // ANCHOR_END: flash_slots
 
+// ---- chapter 12: attention at Hopper's pace ----------------------------------------
+// ANCHOR: fast_slots
+// The same contracts as chapter 05's slots, and where chapter 05 runs v3 (a
+// Hopper GPU, heads of 64) v4: v3's products, fed by the TMA from a producer
+// warp, the softmax overlapped with them. Everywhere else chapter 05's slot
+// runs, exactly as it did (v2 on an A100 or an RTX card, at other head sizes,
+// under GPT2_PORTABLE_KERNELS=1), so that chapter 12 trains wherever chapter
+// 11 does, with chapter 11's attention.
+static void attention_forward_fast(const GpuContext *ctx, floatX *out, floatX *att, float *lse,
+                                   float *scratch, const floatX *qkv, int B, int T, int C,
+                                   int NH) {
+    if (ctx->hopper && C == 64 * NH) attention_forward_v4(ctx, out, lse, qkv, B, T, C, NH);
+    else attention_forward_flash(ctx, out, att, lse, scratch, qkv, B, T, C, NH);
+}
+
+// v4's backward pass is one kernel; its scratch holds D, dQ's fp32 sums and
+// the order of their additions (attention_backward_v4_scratch_floats: the
+// memory plan sizes the scratch for it).
+static void attention_backward_fast(const GpuContext *ctx, floatX *dqkv, float *scratch,
+                                    const floatX *dout, const floatX *out, const floatX *qkv,
+                                    const floatX *att, const float *lse, int B, int T, int C,
+                                    int NH) {
+    if (ctx->hopper && C == 64 * NH)
+        attention_backward_v4(ctx, dqkv, scratch, dout, out, qkv, lse, B, T, C, NH);
+    else attention_backward_flash(ctx, dqkv, scratch, dout, out, qkv, att, lse, B, T, C, NH);
+}
+// ANCHOR_END: fast_slots
+
 // ---- the chapters' choices ---------------------------------------------------------
 // ANCHOR: gpu_ops_select
 GpuOps gpu_ops_select(const Optimizations *o, GpuLaunchSettings *launch) {
@@ -176,6 +204,13 @@ GpuOps gpu_ops_select(const Optimizations *o, GpuLaunchSettings *launch) {
     if (o->cuda_graphs) ops.encoder_backward = encoder_backward_v2;
     launch->gemm_autotune = o->gemm_autotune;
     if (o->tuned_layernorm) ops.layernorm_backward = layernorm_backward_v3;
+    // Chapter 12: chapter 05's flash attention rewritten for Hopper (the
+    // TMA, warp specialization, the softmax overlapped with the products).
+    // A flash kernel: without chapter 05's switch the eager slots stay.
+    if (o->flash_attention && o->fast_attention) {
+        ops.attention_forward = attention_forward_fast;
+        ops.attention_backward = attention_backward_fast;
+    }
     return ops;
 }
 // ANCHOR_END: gpu_ops_select

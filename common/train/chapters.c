@@ -25,6 +25,7 @@ static const Chapter CHAPTERS[] = {
     {9, "09_fused_optimizer", "Fused optimizer", "bf16"},
     {10, "10_8bit_optimizer", "8-bit optimizer", "bf16"},
     {11, "11_last_mile", "The last mile", "bf16"},
+    {12, "12_fast_attention", "Attention at Hopper's pace", "bf16"},
 };
 
 typedef struct {
@@ -54,6 +55,10 @@ static const SwitchRow SWITCHES[] = {
     {{"cuda-graphs", 11, "any"}, offsetof(Optimizations, cuda_graphs)},
     {{"gemm-autotune", 11, "bf16"}, offsetof(Optimizations, gemm_autotune)},
     {{"tuned-layernorm", 11, "bf16"}, offsetof(Optimizations, tuned_layernorm)},
+    // Chapter 05's flash attention again, its kernels rewritten for Hopper:
+    // bf16 tensor cores, like chapter 05's (on other GPUs it runs chapter
+    // 05's kernels: gpu_ops.c).
+    {{"fast-attention", 12, "bf16"}, offsetof(Optimizations, fast_attention)},
 };
 // ANCHOR_END: chapter_table
 #define NUM_CHAPTERS ((int)(sizeof CHAPTERS / sizeof CHAPTERS[0]))

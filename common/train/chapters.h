@@ -52,6 +52,7 @@ typedef struct {
     int cuda_graphs;     // 11: the step captured once as a CUDA graph, then replayed
     int gemm_autotune;   // 11: each GEMM shape's cuBLASLt kernel picked by timing its candidates
     int tuned_layernorm; // 11: the layernorm backward's column sums in 16-byte vectors
+    int fast_attention;  // 12: Hopper's flash attention: TMA, warp specialization, overlap (v4)
 } Optimizations;
 
 typedef struct {
@@ -70,7 +71,7 @@ typedef struct {
 int chapter_count(void);
 const Chapter *chapter_get(int number);  // NULL when there is no such chapter
 // The (first) switch that chapter `number` turns on; NULL for the baseline and
-// for 02. Every chapter has one, but the last, which has three.
+// for 02. Every chapter has one, but chapter 11, which has three.
 const Switch *chapter_switch(int number);
 int switch_count(void);
 const Switch *switch_get(int i);         // i in [0, switch_count())

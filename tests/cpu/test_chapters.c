@@ -10,9 +10,9 @@
 
 // Every switch belongs to a chapter that exists, which runs in a build the
 // switch means something in; every chapter but the baseline and 02 (a
-// build) has a switch, exactly one before the last chapter (whose three
-// changes are measured one by one); and chapter N's optimizations are
-// chapter N-1's with its switches turned on.
+// build) has a switch, exactly one but chapter 11 (whose three changes are
+// measured one by one); and chapter N's optimizations are chapter N-1's with
+// its switches turned on.
 Test(chapters, the_switch_table_matches_the_chapters) {
     for (int i = 0; i < switch_count(); i++) {
         const Switch *s = switch_get(i);
@@ -21,7 +21,7 @@ Test(chapters, the_switch_table_matches_the_chapters) {
         cr_assert(!strcmp(s->precision, "any") || !strcmp(s->precision, ch->precision),
                   "switch %s (%s) belongs to chapter %d, which runs in %s", s->name,
                   s->precision, s->chapter, ch->precision);
-        if (s->chapter < chapter_count() - 1)
+        if (s->chapter != 11)
             cr_assert(chapter_switch(s->chapter) == s, "chapter %d has two switches", s->chapter);
     }
     cr_assert(switch_get(switch_count()) == NULL);
@@ -166,4 +166,44 @@ Test(chapters, chapters_06_and_07_pad_and_tie) {
     cr_assert_eq(optimizations_apply_flag(&o, "--weight-tying", "fp32", err), 1);
     cr_assert_eq(optimizations_apply_flag(&o, "--vocab-padding", "fp32", err), 1);
     cr_assert(o.weight_tying == 1 && o.vocab_padding == 1);
+}
+
+// Chapter 11 is three switches, each measured alone; every other chapter
+// from 03 on is one.
+Test(chapters, chapter_11_has_three_switches_and_the_others_one) {
+    for (int n = 0; n < chapter_count(); n++) {
+        int count = 0;
+        for (int i = 0; i < switch_count(); i++) count += switch_get(i)->chapter == n;
+        const int want = n == 0 || n == 2 ? 0 : n == 11 ? 3 : 1;
+        cr_assert_eq(count, want, "chapter %d has %d switches", n, count);
+    }
+    cr_assert_str_eq(chapter_switch(11)->name, "cuda-graphs");
+}
+
+// Chapter 12 is chapter 11 plus fast-attention, a switch of the bf16 build
+// (its kernels, like chapter 05's, run on bf16 tensor cores); turned off, it
+// is chapter 11 again.
+Test(chapters, chapter_12_adds_fast_attention) {
+    const Chapter *ch = chapter_get(12);
+    cr_assert(ch != NULL);
+    cr_assert_str_eq(ch->slug, "12_fast_attention");
+    cr_assert_str_eq(ch->title, "Attention at Hopper's pace");
+    cr_assert_str_eq(ch->precision, "bf16");
+    cr_assert_str_eq(chapter_switch(12)->name, "fast-attention");
+    cr_assert_str_eq(chapter_switch(12)->precision, "bf16");
+    Optimizations eleven = chapter_optimizations(11), twelve = chapter_optimizations(12);
+    cr_assert(eleven.fast_attention == 0 && twelve.fast_attention == 1);
+    cr_assert(twelve.flash_attention == 1 && twelve.cuda_graphs == 1,
+              "chapter 12 keeps every earlier switch");
+    char err[ERR_LEN] = "";
+    cr_assert_eq(optimizations_apply_flag(&twelve, "--no-fast-attention", "bf16", err), 1);
+    cr_assert(memcmp(&eleven, &twelve, sizeof eleven) == 0, "--no-fast-attention is chapter 11");
+    cr_assert_eq(optimizations_apply_flag(&eleven, "--fast-attention", "fp32", err), -1);
+    cr_assert(strstr(err, "--fast-attention") && strstr(err, "chapter 12"), "got: %s", err);
+    // The model's shape is chapter 11's.
+    GPT2Config c11 = gpt2_config_124m(), c12 = c11;
+    Optimizations o11 = chapter_optimizations(11), o12 = chapter_optimizations(12);
+    apply_model_switches(&o11, &c11);
+    apply_model_switches(&o12, &c12);
+    cr_assert(memcmp(&c11, &c12, sizeof c11) == 0);
 }

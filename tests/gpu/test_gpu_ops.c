@@ -77,6 +77,26 @@ Test(gpu_ops, flash_attention_keeps_lse_not_probabilities) {
     activations_free(&a4);
     activations_free(&a5);
 }
+
+// Which kernels fill the slots is arithmetic on the switches: these run
+// without a GPU.
+TestSuite(gpu_ops_host);
+
+// Chapter 12 changes the two attention slots and nothing else; where the
+// flash attention is off (--no-flash-attention) it changes nothing at all.
+Test(gpu_ops_host, chapter_12_changes_the_attention_slots_only) {
+    Optimizations o11 = chapter_optimizations(11), o12 = chapter_optimizations(12);
+    GpuLaunchSettings l11, l12;
+    GpuOps a = gpu_ops_select(&o11, &l11), b = gpu_ops_select(&o12, &l12);
+    cr_assert(a.attention_forward != b.attention_forward, "the forward slot");
+    cr_assert(a.attention_backward != b.attention_backward, "the backward slot");
+    b.attention_forward = a.attention_forward, b.attention_backward = a.attention_backward;
+    cr_assert(memcmp(&a, &b, sizeof a) == 0, "chapter 12 changed another slot");
+    cr_assert(memcmp(&l11, &l12, sizeof l11) == 0, "chapter 12 changed a launch setting");
+    o11.flash_attention = 0, o12.flash_attention = 0;
+    a = gpu_ops_select(&o11, &l11), b = gpu_ops_select(&o12, &l12);
+    cr_assert(memcmp(&a, &b, sizeof a) == 0, "fast-attention without flash-attention");
+}
 #endif
 
 // Three launches and a wait: the profile names each kernel with its calls

@@ -5,6 +5,9 @@
 // chosen to cross every edge of the kernels' tiles (128 queries forward, 64
 // keys and 64 queries backward): T below one tile, T not a multiple of
 // either, 3 heads, batches of 5, and the head sizes the kernels are built for.
+// Then chapter 12's v4 (the TMA, warp specialization; heads of 64, Hopper
+// only: skipped elsewhere) at v3's shapes, against the same references and
+// against v3, and each of the kernel lab's steps of its forward pass.
 #include "attention.h"
 #include "attention_flash.h"
 #include "util/compare.h"
@@ -59,13 +62,18 @@ typedef struct {
                      int NH);
     int any_head_size;  // 0: heads of 64 only
     int hopper;         // 1: wgmma's sm_90a code, where the context runs it (gt_ctx.hopper)
+    size_t (*scratch_floats)(int B, int T, int NH);  // the backward pass's scratch
 } Version;
 
 static const Version VERSIONS[] = {
-    {"v2", attention_forward_v2, attention_backward_v2, 1, 0},
-    {"v3", attention_forward_v3, attention_backward_v3, 0, 1},
+    {"v2", attention_forward_v2, attention_backward_v2, 1, 0, attention_backward_v2_scratch_floats},
+    {"v3", attention_forward_v3, attention_backward_v3, 0, 1, attention_backward_v2_scratch_floats},
 };
 #define NUM_VERSIONS ((int)(sizeof VERSIONS / sizeof VERSIONS[0]))
+
+// Chapter 12's: v3's contracts, a scratch of its own.
+static const Version V4 = {"v4", attention_forward_v4, attention_backward_v4, 0, 1,
+                           attention_backward_v4_scratch_floats};
 
 // v3 runs where the GPU and the build have it, and not under
 // GPT2_PORTABLE_KERNELS=1 (gpu_context.h): there v2 alone is tested.
@@ -77,7 +85,7 @@ static Results run_flash(const Version *v, Shape s, const floatX *d_qkv, const f
     const size_t N = (size_t)s.B * s.T * s.C, rows = (size_t)s.B * s.NH * s.T;
     floatX *d_out = gt_device_poisoned_x(N), *d_dqkv = gt_device_poisoned_x(3 * N);
     float *d_lse = gt_device_poisoned(rows);
-    float *d_scratch = gt_device_poisoned(attention_backward_v2_scratch_floats(s.B, s.T, s.NH));
+    float *d_scratch = gt_device_poisoned(v->scratch_floats(s.B, s.T, s.NH));
     v->forward(&gt_ctx, d_out, d_lse, d_qkv, s.B, s.T, s.C, s.NH);
     v->backward(&gt_ctx, d_dqkv, d_scratch, d_dout, d_out, d_qkv, d_lse, s.B, s.T, s.C, s.NH);
     Results r = {gt_download_x(d_out, N), gt_download(d_lse, rows), gt_download_x(d_dqkv, 3 * N)};
@@ -113,7 +121,8 @@ static void compare_gradients(const char *version, const char *against, const fl
     }
 }
 
-static void check_against_cpu(Shape s, uint64_t seed) {
+static void check_versions_against_cpu(const Version *versions, int count, Shape s,
+                                       uint64_t seed) {
     const size_t N = (size_t)s.B * s.T * s.C, A = (size_t)s.B * s.NH * s.T * s.T;
     Rng rng;
     rng_seed(&rng, seed);
@@ -126,8 +135,8 @@ static void check_against_cpu(Shape s, uint64_t seed) {
 
     floatX *d_qkv = gt_upload_x(qkv, 3 * N), *d_dout = gt_upload_x(dout, N);
     float *lse = cpu_lse(qkv, s);
-    for (int i = 0; i < NUM_VERSIONS; i++) {
-        const Version *v = &VERSIONS[i];
+    for (int i = 0; i < count; i++) {
+        const Version *v = &versions[i];
         if (!runs_shape(v, s)) continue;
         Results r = run_flash(v, s, d_qkv, d_dout);
         char what[64];
@@ -137,6 +146,10 @@ static void check_against_cpu(Shape s, uint64_t seed) {
         gt_compare(what, r.lse, lse, (size_t)s.B * s.NH * s.T, TOL_FLASH_LSE);
         compare_gradients(v->name, "cpu", r.dqkv, dqkv, s, TOL_FLASH_GRADS_BF16);
     }
+}
+
+static void check_against_cpu(Shape s, uint64_t seed) {
+    check_versions_against_cpu(VERSIONS, NUM_VERSIONS, s, seed);
 }
 
 // hs = 64, GPT-2's, over two query tiles forward and four backward.
@@ -156,7 +169,8 @@ Test(kernels_attention_flash, matches_cpu_hs16) { check_against_cpu((Shape){4, 3
 // Against chapter 04's eager attention (attention_forward_v1 and
 // attention_backward_v1, bf16), on the same inputs: both are bf16
 // computations of one function, rounded at different places.
-static void check_against_eager(Shape s, uint64_t seed) {
+static void check_versions_against_eager(const Version *versions, int count, Shape s,
+                                         uint64_t seed) {
     const size_t N = (size_t)s.B * s.T * s.C, A = (size_t)s.B * s.NH * s.T * s.T;
     Rng rng;
     rng_seed(&rng, seed);
@@ -172,8 +186,8 @@ static void check_against_eager(Shape s, uint64_t seed) {
     attention_backward_v1(&gt_ctx, d_dqkv, d_scratch, d_dout, d_qkv, d_att, s.B, s.T, s.C, s.NH);
     float *eager_out = gt_download_x(d_out, N), *eager_dqkv = gt_download_x(d_dqkv, 3 * N);
 
-    for (int i = 0; i < NUM_VERSIONS; i++) {
-        const Version *v = &VERSIONS[i];
+    for (int i = 0; i < count; i++) {
+        const Version *v = &versions[i];
         if (!runs_shape(v, s)) continue;
         Results r = run_flash(v, s, d_qkv, d_dout);
         char what[64];
@@ -181,6 +195,10 @@ static void check_against_eager(Shape s, uint64_t seed) {
         gt_compare(what, r.out, eager_out, N, TOL_GPU_MODEL_BF16);
         compare_gradients(v->name, "eager", r.dqkv, eager_dqkv, s, TOL_GPU_MODEL_BF16);
     }
+}
+
+static void check_against_eager(Shape s, uint64_t seed) {
+    check_versions_against_eager(VERSIONS, NUM_VERSIONS, s, seed);
 }
 
 Test(kernels_attention_flash, matches_eager_odd_shape) {
@@ -192,15 +210,14 @@ Test(kernels_attention_flash, matches_eager_gpt2_heads) {
 }
 
 // No atomics, every sum in a fixed order: two runs give the same bits.
-Test(kernels_attention_flash, is_deterministic) {
-    const Shape s = {3, 300, 192, 3};
+static void check_deterministic(const Version *versions, int count, Shape s, uint64_t seed) {
     const size_t N = (size_t)s.B * s.T * s.C;
     Rng rng;
-    rng_seed(&rng, 7);
+    rng_seed(&rng, seed);
     floatX *d_qkv = gt_upload_x(gt_random_x(3 * N, -1, 1, &rng), 3 * N);
     floatX *d_dout = gt_upload_x(gt_random_x(N, -1, 1, &rng), N);
-    for (int i = 0; i < NUM_VERSIONS; i++) {
-        const Version *v = &VERSIONS[i];
+    for (int i = 0; i < count; i++) {
+        const Version *v = &versions[i];
         if (!runs_shape(v, s)) continue;
         Results first = run_flash(v, s, d_qkv, d_dout), second = run_flash(v, s, d_qkv, d_dout);
         char what[64];
@@ -211,6 +228,10 @@ Test(kernels_attention_flash, is_deterministic) {
         snprintf(what, sizeof what, "flash %s dqkv, two runs", v->name);
         gt_assert_identical(what, first.dqkv, second.dqkv, 3 * N);
     }
+}
+
+Test(kernels_attention_flash, is_deterministic) {
+    check_deterministic(VERSIONS, NUM_VERSIONS, (Shape){3, 300, 192, 3}, 7);
 }
 
 // v3 computes v2's function with the same roundings to bf16 (P, dS, the
@@ -231,6 +252,114 @@ Test(kernels_attention_flash, v3_matches_v2) {
     compare_gradients("v3", "v2", v3.dqkv, v2.dqkv, s, TOL_FLASH_GRADS_BF16);
 }
 
+// ---- chapter 12: v4 ----------------------------------------------------------------
+// v4 runs where v3 does: a Hopper GPU, a build for it (GPU_ARCH=90), and
+// GPT2_PORTABLE_KERNELS not set to 1; its tests are skipped elsewhere.
+static void skip_without_v4(void) {
+    if (!gt_ctx.hopper)
+        cr_skip_test("v4 needs a GPU of compute capability 9.0, GPU_ARCH=90, and "
+                     "GPT2_PORTABLE_KERNELS unset");
+}
+
+// Forward and backward against the CPU, at v3's shapes: two query tiles
+// forward and four backward; T = 200 (no tile full at the end) with 3 heads;
+// T = 150 in batches of 5; and less than one tile of anything, T = 37.
+Test(kernels_attention_flash, v4_matches_cpu_hs64) {
+    skip_without_v4();
+    check_versions_against_cpu(&V4, 1, (Shape){2, 256, 128, 2}, 1);
+}
+
+Test(kernels_attention_flash, v4_matches_cpu_odd_t) {
+    skip_without_v4();
+    check_versions_against_cpu(&V4, 1, (Shape){2, 200, 192, 3}, 2);
+}
+
+Test(kernels_attention_flash, v4_matches_cpu_odd_shape) {
+    skip_without_v4();
+    check_versions_against_cpu(&V4, 1, (Shape){5, 150, 192, 3}, 5);
+}
+
+Test(kernels_attention_flash, v4_matches_cpu_short) {
+    skip_without_v4();
+    check_versions_against_cpu(&V4, 1, (Shape){5, 37, 192, 3}, 3);
+}
+
+// Against chapter 04's eager attention, as v2 and v3 are.
+Test(kernels_attention_flash, v4_matches_eager_gpt2_heads) {
+    skip_without_v4();
+    check_versions_against_eager(&V4, 1, (Shape){5, 150, 192, 3}, 5);
+    check_versions_against_eager(&V4, 1, (Shape){2, 384, 768, 12}, 6);
+}
+
+// Chapter 12's promise: dQ added in a fixed order, no atomics. Two runs,
+// the same bits, at v2's and v3's shape and at GPT-2's 12 heads.
+Test(kernels_attention_flash, v4_is_deterministic) {
+    skip_without_v4();
+    check_deterministic(&V4, 1, (Shape){3, 300, 192, 3}, 7);
+    check_deterministic(&V4, 1, (Shape){2, 1024, 768, 12}, 9);
+}
+
+// v4 computes v3's function from v3's products; what differs is when each
+// is made (the pipelines) and the order in which dQ's parts are added: the
+// two agree within v3's tolerance against v2.
+Test(kernels_attention_flash, v4_matches_v3) {
+    skip_without_v4();
+    const Shape shapes[] = {{4, 333, 256, 4}, {2, 1024, 768, 12}};
+    for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
+        const Shape s = shapes[k];
+        const size_t N = (size_t)s.B * s.T * s.C;
+        Rng rng;
+        rng_seed(&rng, 8 + k);
+        floatX *d_qkv = gt_upload_x(gt_random_x(3 * N, -1, 1, &rng), 3 * N);
+        floatX *d_dout = gt_upload_x(gt_random_x(N, -1, 1, &rng), N);
+        Results v3 = run_flash(&VERSIONS[1], s, d_qkv, d_dout);
+        Results v4 = run_flash(&V4, s, d_qkv, d_dout);
+        gt_compare("flash v4 out vs v3", v4.out, v3.out, N, TOL_FLASH_OUT_BF16);
+        gt_compare("flash v4 lse vs v3", v4.lse, v3.lse, (size_t)s.B * s.NH * s.T, TOL_FLASH_LSE);
+        compare_gradients("v4", "v3", v4.dqkv, v3.dqkv, s, TOL_FLASH_GRADS_BF16);
+    }
+}
+
+// The kernel lab's steps from v3 to v4's forward pass (attention_flash.h):
+// each computes v3's function, within v3's tolerance, and the last step is
+// attention_forward_v4, bit for bit.
+Test(kernels_attention_flash, v4_steps_match_v3) {
+    skip_without_v4();
+    const Shape shapes[] = {{2, 200, 192, 3}, {2, 1024, 768, 12}};
+    for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
+        const Shape s = shapes[k];
+        const size_t N = (size_t)s.B * s.T * s.C, rows = (size_t)s.B * s.NH * s.T;
+        Rng rng;
+        rng_seed(&rng, 10 + k);
+        floatX *d_qkv = gt_upload_x(gt_random_x(3 * N, -1, 1, &rng), 3 * N);
+        floatX *d_out = gt_device_poisoned_x(N);
+        float *d_lse = gt_device_poisoned(rows);
+        attention_forward_v3(&gt_ctx, d_out, d_lse, d_qkv, s.B, s.T, s.C, s.NH);
+        float *v3_out = gt_download_x(d_out, N), *v3_lse = gt_download(d_lse, rows);
+        attention_forward_v4(&gt_ctx, d_out, d_lse, d_qkv, s.B, s.T, s.C, s.NH);
+        float *v4_out = gt_download_x(d_out, N), *v4_lse = gt_download(d_lse, rows);
+        for (int step = 1; step <= ATTENTION_V4_STEPS; step++) {
+            floatX *out = gt_device_poisoned_x(N);
+            float *lse = gt_device_poisoned(rows);
+            attention_forward_v4_step(&gt_ctx, step, out, lse, d_qkv, s.B, s.T, s.C, s.NH);
+            float *got_out = gt_download_x(out, N), *got_lse = gt_download(lse, rows);
+            char what[64];
+            snprintf(what, sizeof what, "v4 step %d out vs v3 (T=%d)", step, s.T);
+            gt_compare(what, got_out, v3_out, N, TOL_FLASH_OUT_BF16);
+            snprintf(what, sizeof what, "v4 step %d lse vs v3 (T=%d)", step, s.T);
+            gt_compare(what, got_lse, v3_lse, rows, TOL_FLASH_LSE);
+            if (step == ATTENTION_V4_STEPS) {
+                gt_assert_identical("the last step's out vs attention_forward_v4", got_out,
+                                    v4_out, N);
+                gt_assert_identical("the last step's lse vs attention_forward_v4", got_lse,
+                                    v4_lse, rows);
+            }
+            free(got_out), free(got_lse);
+        }
+        free(v3_out), free(v3_lse), free(v4_out), free(v4_lse);
+    }
+}
+
 // A head size the kernels are not built for stops the program, naming it,
 // before anything reaches the device: these run, and pass, without a GPU.
 // The message they print on their way out is expected: it goes to a pipe
@@ -246,4 +375,20 @@ Test(kernels_attention_flash_host, refuses_other_head_sizes, .exit_code = 1) {
 Test(kernels_attention_flash_host, v3_refuses_heads_other_than_64, .exit_code = 1) {
     GpuContext ctx = {0};
     attention_forward_v3(&ctx, NULL, NULL, NULL, 1, 16, 128, 4);
+}
+
+Test(kernels_attention_flash_host, v4_refuses_heads_other_than_64, .exit_code = 1) {
+    GpuContext ctx = {0};
+    attention_forward_v4(&ctx, NULL, NULL, NULL, 1, 16, 128, 4);
+}
+
+Test(kernels_attention_flash_host, v4_backward_refuses_heads_other_than_64, .exit_code = 1) {
+    GpuContext ctx = {0};
+    attention_backward_v4(&ctx, NULL, NULL, NULL, NULL, NULL, NULL, 1, 16, 128, 4);
+}
+
+// The lab's steps are 1 to ATTENTION_V4_STEPS; another stops the program.
+Test(kernels_attention_flash_host, v4_refuses_a_step_out_of_range, .exit_code = 1) {
+    GpuContext ctx = {0};
+    attention_forward_v4_step(&ctx, ATTENTION_V4_STEPS + 1, NULL, NULL, NULL, 1, 16, 64, 1);
 }

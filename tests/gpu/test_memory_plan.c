@@ -10,6 +10,7 @@
 #include "gpu/gpt2_gpu.h"
 #include "gpu_test.h"
 #include "gpu/memory_plan.h"
+#include "attention_flash.h"
 
 TestSuite(memory_plan_host);
 
@@ -58,14 +59,46 @@ Test(memory_plan_host, a_run_too_large_is_refused_naming_the_batch_that_fits) {
 #ifdef PRECISION_BF16
 // From chapter 11 on, micro-batches of the batch that fits make the same step.
 Test(memory_plan_host, chapter_11_suggests_micro_batches) {
-    const int ch = chapter_count() - 1;
-    const Optimizations opt = chapter_optimizations(ch);
-    const GPT2Config c = gpt2_124m_padded_as(ch);
-    const RunPlan plan = run_plan_for_model(&opt, c.padded_vocab_size), *run = &plan;
-    char err[ERR_LEN] = "";
-    const size_t free_bytes = memory_plan(&c, 8, 1024, run).total;
-    cr_assert_eq(memory_plan_check(&c, 16, 1024, run, free_bytes, err), -1);
-    cr_assert(strstr(err, "-b 8 --grad-accum 2 trains the same 16 sequences"), "%s", err);
+    for (int ch = 11; ch < chapter_count(); ch++) {
+        const Optimizations opt = chapter_optimizations(ch);
+        const GPT2Config c = gpt2_124m_padded_as(ch);
+        const RunPlan plan = run_plan_for_model(&opt, c.padded_vocab_size), *run = &plan;
+        char err[ERR_LEN] = "";
+        const size_t free_bytes = memory_plan(&c, 8, 1024, run).total;
+        cr_assert_eq(memory_plan_check(&c, 16, 1024, run, free_bytes, err), -1);
+        cr_assert(strstr(err, "-b 8 --grad-accum 2 trains the same 16 sequences"),
+                  "chapter %02d: %s", ch, err);
+    }
+}
+
+// Chapter 12's attention backward (v4, heads of 64) keeps dQ's fp32 sums in
+// the scratch buffer: the plan sizes the scratch for it at GPT-2's heads,
+// and only the scratch grows over chapter 11's plan. At other head sizes
+// chapter 05's kernels run, and the plan is chapter 11's.
+Test(memory_plan_host, chapter_12_plans_v4s_scratch) {
+    const Optimizations o11 = chapter_optimizations(11), o12 = chapter_optimizations(12);
+    const GPT2Config c = gpt2_124m_padded_as(12);
+    const RunPlan r11 = run_plan_for_model(&o11, c.padded_vocab_size);
+    const RunPlan r12 = run_plan_for_model(&o12, c.padded_vocab_size);
+    cr_assert(r12.attention_v4 && !r11.attention_v4);
+    for (int B = 1; B <= 64; B *= 4) {
+        const size_t v4 = attention_backward_v4_scratch_floats(B, 1024, c.num_heads);
+        cr_assert_geq(memory_plan_scratch_floats(&c, B, 1024, &r12), v4, "B=%d", B);
+        const MemoryPlan p11 = memory_plan(&c, B, 1024, &r11), p12 = memory_plan(&c, B, 1024, &r12);
+        cr_assert_geq(p12.scratch, p11.scratch, "B=%d", B);
+        cr_assert_eq(p12.total - p12.scratch, p11.total - p11.scratch,
+                     "B=%d: chapter 12 plans more than a larger scratch", B);
+    }
+    GPT2Config heads_of_16 = c;
+    heads_of_16.channels = 192;  // 12 heads of 16
+    cr_assert_eq(memory_plan_scratch_floats(&heads_of_16, 16, 1024, &r12),
+                 memory_plan_scratch_floats(&heads_of_16, 16, 1024, &r11));
+    // Without chapter 05's switch there is no flash attention to speed up:
+    // chapter 12 with --no-flash-attention plans chapter 04's scores.
+    Optimizations eager = o12;
+    eager.flash_attention = 0;
+    const RunPlan re = run_plan_for_model(&eager, c.padded_vocab_size);
+    cr_assert(re.keeps_scores && !re.attention_v4);
 }
 #endif
 

@@ -361,6 +361,21 @@ ParameterizedTest(Variant *v, model, fused_forward_backward_match_cpu, .init = g
     compare_forward_backward_bf16(&cfg, 4);
 }
 
+// One AdamW step at lr 1e-3, clipping at 1.0: its values from the host, or,
+// for a model whose plan takes them from the device (chapter 11 on), from
+// the table of a constant schedule that set_constant_schedule uploaded.
+static void update_at(GPT2Gpu *gpu, const AdamWConfig *adamw, int step) {
+    if (gpu->plan.device_schedule) gpt2_gpu_update_scheduled(gpu, adamw, 1.0f, gpu->norm);
+    else gpt2_gpu_update(gpu, 1e-3f, adamw, 1.0f, step, gpu->norm);
+}
+
+static void set_constant_schedule(GPT2Gpu *gpu, const AdamWConfig *adamw, int steps) {
+    if (!gpu->plan.device_schedule) return;
+    const LrSchedule lr = {.max_lr = 1e-3f, .min_lr_fraction = 1.0f, .warmup_steps = 0,
+                           .total_steps = steps};
+    gpt2_gpu_set_schedule(gpu, &lr, adamw, steps, 0);
+}
+
 // Chapter N computes what chapter N-1 computes, in another order and with
 // other roundings to bf16: the logits within the bf16 model tolerance of the
 // previous chapter's, the loss within the bf16 loss tolerance, every
@@ -375,6 +390,10 @@ static void check_chapter_matches_previous(int chapter, const GPT2Config *cfg) {
     Optimizations o = chapter_optimizations(chapter);
     const RunPlan plan_after = run_plan_for_model(&o, cfg->padded_vocab_size);
     gpt2_gpu_init(&after, &gt_ctx, cfg, cpu.params, B, T, &plan_after);
+    AdamWConfig adamw = adamw_default_config();
+    adamw.eps = 1e-6f;
+    set_constant_schedule(&before, &adamw, STEPS);
+    set_constant_schedule(&after, &adamw, STEPS);
     int32_t x[B * T], y[B * T];
     random_batch(x, y, cfg->vocab_size, 11);
     const size_t nlogits = (size_t)B * T * cfg->padded_vocab_size, n = before.num_params;
@@ -393,13 +412,11 @@ static void check_chapter_matches_previous(int chapter, const GPT2Config *cfg) {
     assert_gradients_agree(g1, after.param_sizes, g0, before.param_sizes, what);
     // Five steps each, from the same weights (the first step's gradients above
     // are recomputed: step_both-style, on the batches of seed 100 + step).
-    AdamWConfig adamw = adamw_default_config();
-    adamw.eps = 1e-6f;
     for (int step = 1; step <= STEPS; step++) {
         random_batch(x, y, cfg->vocab_size, 100 + step);
         float l0 = gpu_forward_backward(&before, x, y), l1 = gpu_forward_backward(&after, x, y);
-        gpt2_gpu_update(&before, 1e-3f, &adamw, 1.0f, step, before.norm);
-        gpt2_gpu_update(&after, 1e-3f, &adamw, 1.0f, step, after.norm);
+        update_at(&before, &adamw, step);
+        update_at(&after, &adamw, step);
         snprintf(what, sizeof what, "loss at step %d, chapter %02d vs %02d", step, chapter,
                  chapter - 1);
         gt_compare(what, &l1, &l0, 1, TOL_GPU_LOSS_BF16);
@@ -668,13 +685,12 @@ Test(model, bf16_five_adamw_steps_match_cpu) {
 
 // The same batch twice: the same gradients, bit for bit, in every chapter of
 // the bf16 build (no kernel adds with atomics, and every sum has a fixed order).
-static void check_deterministic(int chapter) {
-    GPT2Config cfg = tiny(1, 1);
+static void check_deterministic_of(int chapter, const GPT2Config *cfg) {
     GPT2Cpu cpu;
     GPT2Gpu gpu;
-    make_models_of(&cfg, &cpu, &gpu, chapter);
+    make_models_of(cfg, &cpu, &gpu, chapter);
     int32_t x[B * T], y[B * T];
-    random_batch(x, y, cfg.vocab_size, 5);
+    random_batch(x, y, cfg->vocab_size, 5);
     size_t n = gpu.num_params;
     float *first = xmalloc(n * sizeof(float)), *second = xmalloc(n * sizeof(float));
     for (int run = 0; run < 2; run++) {
@@ -688,6 +704,11 @@ static void check_deterministic(int chapter) {
     free(second);
     gpt2_gpu_free(&gpu);
     gpt2_cpu_free(&cpu);
+}
+
+static void check_deterministic(int chapter) {
+    GPT2Config cfg = tiny(1, 1);
+    check_deterministic_of(chapter, &cfg);
 }
 
 Test(model, bf16_is_deterministic) {
@@ -838,15 +859,15 @@ Test(model, gradient_accumulation_error_by_micro_batches) {
 
 // Chapter 05's flash slot runs wgmma (v3) on a Hopper GPU at heads of 64,
 // and mma.sync (v2) on every other GPU, or under GPT2_PORTABLE_KERNELS=1
-// (gpu_context.h). On a Hopper both run, and a model with heads of 64 gets
-// the same gradients from either, within the bf16 chapter tolerances.
-Test(model, portable_kernels_match_hopper_kernels) {
-    if (!gt_ctx.hopper) cr_skip_test("the Hopper kernels need a GPU of compute capability 9.0");
+// (gpu_context.h); chapter 12's runs v4 where chapter 05's runs v3. On a
+// Hopper both run, and a model with heads of 64 gets the same gradients
+// from either, within the bf16 chapter tolerances.
+static void check_portable_matches_hopper(int chapter) {
     GPT2Config cfg = tiny(1, 1);
     cfg.channels = 128, cfg.num_heads = 2;  // heads of 64
     GPT2Cpu cpu;
     GPT2Gpu gpu;
-    make_models_of(&cfg, &cpu, &gpu, 11);
+    make_models_of(&cfg, &cpu, &gpu, chapter);
     int32_t x[B * T], y[B * T];
     random_batch(x, y, cfg.vocab_size, 12);
     const size_t n = gpu.num_params;
@@ -856,13 +877,79 @@ Test(model, portable_kernels_match_hopper_kernels) {
     gt_ctx.hopper = 0;
     const float loss_portable = gpu_forward_backward(&gpu, x, y);
     gpt2_gpu_download_floatx(&gpu, gpu.grads, portable, n);
-    gt_compare("loss, portable vs Hopper kernels", &loss_portable, &loss_hopper, 1,
-               TOL_GPU_LOSS_BF16);
-    assert_gradients_agree(portable, gpu.param_sizes, hopper, gpu.param_sizes,
-                           "portable vs Hopper kernels");
+    char what[80];
+    snprintf(what, sizeof what, "loss, portable vs Hopper kernels, chapter %02d", chapter);
+    gt_compare(what, &loss_portable, &loss_hopper, 1, TOL_GPU_LOSS_BF16);
+    snprintf(what, sizeof what, "portable vs Hopper kernels, chapter %02d", chapter);
+    assert_gradients_agree(portable, gpu.param_sizes, hopper, gpu.param_sizes, what);
     free(hopper), free(portable);
     gpt2_gpu_free(&gpu);
     gpt2_cpu_free(&cpu);
+}
+
+Test(model, portable_kernels_match_hopper_kernels) {
+    if (!gt_ctx.hopper) cr_skip_test("the Hopper kernels need a GPU of compute capability 9.0");
+    check_portable_matches_hopper(11);
+    gt_ctx.hopper = 1;  // the check above turned it off for its second pass
+    check_portable_matches_hopper(12);
+}
+
+// ---- chapter 12: attention at Hopper's pace ---------------------------------------
+// The tiny model with heads of 64 (2 of them), where chapter 12 runs v4 on
+// a Hopper: against chapter 11's model (v3), by chapter 05's checks: logits,
+// loss, every gradient by direction and size, five AdamW steps.
+Test(model, fast_attention_matches_chapter_11_gpt2_heads) {
+    if (!gt_ctx.hopper)
+        cr_skip_test("v4 runs on a Hopper only; elsewhere chapter 12 runs chapter 11's kernels "
+                     "(fast_attention_is_chapter_11_where_v4_does_not_run)");
+    GPT2Config cfg = tiny(1, 1);
+    cfg.channels = 128, cfg.num_heads = 2;
+    check_chapter_matches_previous(12, &cfg);
+}
+
+// v4's backward adds dQ's parts in a fixed order: the same batch twice, the
+// same gradients, at heads of 64 (bf16_is_deterministic runs every chapter
+// at the tiny model's heads of 16, where v4 does not run).
+Test(model, fast_attention_is_deterministic_gpt2_heads) {
+    GPT2Config cfg = tiny(1, 1);
+    cfg.channels = 128, cfg.num_heads = 2;
+    check_deterministic_of(12, &cfg);
+}
+
+// Where v4 does not run (heads of 16; heads of 64 on a GPU other than a
+// Hopper, or under GPT2_PORTABLE_KERNELS=1), chapter 12's slots call chapter
+// 05's: chapter 12 computes chapter 11's bits.
+static void check_same_bits_as_chapter_11(const GPT2Config *cfg, const char *where) {
+    GPT2Cpu cpu;
+    GPT2Gpu eleven, twelve;
+    make_models_of(cfg, &cpu, &eleven, 11);
+    Optimizations o = chapter_optimizations(12);
+    const RunPlan plan = run_plan_for_model(&o, cfg->padded_vocab_size);
+    gpt2_gpu_init(&twelve, &gt_ctx, cfg, cpu.params, B, T, &plan);
+    int32_t x[B * T], y[B * T];
+    random_batch(x, y, cfg->vocab_size, 14);
+    const size_t n = eleven.num_params;
+    float *g11 = xmalloc(n * sizeof(float)), *g12 = xmalloc(n * sizeof(float));
+    float l11 = gpu_forward_backward(&eleven, x, y), l12 = gpu_forward_backward(&twelve, x, y);
+    gpt2_gpu_download_floatx(&eleven, eleven.grads, g11, n);
+    gpt2_gpu_download_floatx(&twelve, twelve.grads, g12, n);
+    char what[96];
+    snprintf(what, sizeof what, "loss, chapter 12 vs 11 (%s)", where);
+    gt_assert_identical(what, &l12, &l11, 1);
+    snprintf(what, sizeof what, "gradients, chapter 12 vs 11 (%s)", where);
+    gt_assert_identical(what, g12, g11, n);
+    free(g11), free(g12);
+    gpt2_gpu_free(&eleven);
+    gpt2_gpu_free(&twelve);
+    gpt2_cpu_free(&cpu);
+}
+
+Test(model, fast_attention_is_chapter_11_where_v4_does_not_run) {
+    GPT2Config cfg = tiny(1, 1);
+    check_same_bits_as_chapter_11(&cfg, "heads of 16");
+    cfg.channels = 128, cfg.num_heads = 2;
+    gt_ctx.hopper = 0;  // as GPT2_PORTABLE_KERNELS=1 does, and every other GPU
+    check_same_bits_as_chapter_11(&cfg, "heads of 64, the portable kernels");
 }
 #endif
 

@@ -435,6 +435,19 @@ Test(gpu_training_bf16, chapter_11_accumulates_the_same_bits_with_graphs) {
     sp_free(&a), sp_free(&b);
 }
 
+// ---- chapter 12: attention at Hopper's pace ---------------------------------------
+// The trainer's tiny model has heads of 16, where chapter 12's slots run
+// chapter 05's kernels (v4 is for heads of 64: test_model_parity.c and the
+// kernel tests check it): chapter 12 trains chapter 11's bits, graphs,
+// clipping and all (sync_parity.h).
+Test(gpu_training_bf16, chapter_12_is_chapter_11_where_v4_does_not_run) {
+    Optimizations ch11 = chapter_optimizations(11), ch12 = chapter_optimizations(12);
+    Optimizations ch12_off = ch12;
+    ch12_off.fast_attention = 0;
+    cr_assert(memcmp(&ch11, &ch12_off, sizeof ch11) == 0, "chapter 12 is chapter 11 + one switch");
+    sp_check_switch(ch11, ch12, "chapter 12 (heads of 16)", NULL);
+}
+
 // What chapter 11's step needs of the chapters before it, refused by name.
 Test(gpu_training_bf16, chapter_11_refuses_what_a_graph_cannot_replay) {
     TrainOptions o = tiny_train_options(2);

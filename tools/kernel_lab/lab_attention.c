@@ -2,7 +2,9 @@
 // chapter 00's eager attention through the model's own slots (lab_ops_of:
 // the (B,NH,T,T) scores written out, cuBLAS GEMMs, a softmax kernel; the
 // backward slot zeroes dqkv first) and, in the bf16 build, chapter 05's flash
-// attention, v2 (mma.sync) and v3 (wgmma, what the model runs at heads of 64).
+// attention, v2 (mma.sync) and v3 (wgmma, what the model runs at heads of 64),
+// then chapter 12's v4, its forward pass in the three steps the chapter takes
+// from v3 (attention_forward_v4_step), each beside v4's backward pass.
 //
 // Rates count the FLOPs of causal attention as FlashAttention's papers do,
 // whatever a version actually computes: forward, two GEMMs over half of the
@@ -52,6 +54,36 @@ static void backward_v3(const GpuContext *ctx, floatX *dqkv, float *scratch, con
     attention_backward_v3(ctx, dqkv, scratch, dout, out, qkv, lse, B, T, C, NH);
 }
 
+// Chapter 12's steps from v3 to v4 (attention_flash.h): the forward pass of
+// each, v4's backward pass beside every one.
+static void forward_v4_step1(const GpuContext *ctx, floatX *out, floatX *att, float *lse,
+                             float *scratch, const floatX *qkv, int B, int T, int C, int NH) {
+    (void)att, (void)scratch;
+    attention_forward_v4_step(ctx, 1, out, lse, qkv, B, T, C, NH);
+}
+
+static void forward_v4_step2(const GpuContext *ctx, floatX *out, floatX *att, float *lse,
+                             float *scratch, const floatX *qkv, int B, int T, int C, int NH) {
+    (void)att, (void)scratch;
+    attention_forward_v4_step(ctx, 2, out, lse, qkv, B, T, C, NH);
+}
+
+static void forward_v4_step3(const GpuContext *ctx, floatX *out, floatX *att, float *lse,
+                             float *scratch, const floatX *qkv, int B, int T, int C, int NH) {
+    (void)att, (void)scratch;
+    attention_forward_v4_step(ctx, 3, out, lse, qkv, B, T, C, NH);
+}
+
+static void backward_v4(const GpuContext *ctx, floatX *dqkv, float *scratch, const floatX *dout,
+                        const floatX *out, const floatX *qkv, const floatX *att, const float *lse,
+                        int B, int T, int C, int NH) {
+    (void)att;
+    attention_backward_v4(ctx, dqkv, scratch, dout, out, qkv, lse, B, T, C, NH);
+}
+
+// The rows below name the steps one to three.
+_Static_assert(ATTENTION_V4_STEPS == 3, "a row per step of attention_forward_v4_step");
+
 static const struct {
     const char *name;
     int chapter;           // the chapter that brought it
@@ -64,6 +96,9 @@ static const struct {
     {"v1 eager", 2, 1, NULL, NULL, 0},
     {"v2 flash mma", 5, 1, forward_v2, backward_v2, 0},
     {"v3 flash wgmma", 5, 1, forward_v3, backward_v3, 1},
+    {"v4 step 1 TMA + producer warp", 12, 1, forward_v4_step1, backward_v4, 1},
+    {"v4 step 2 + softmax overlap", 12, 1, forward_v4_step2, backward_v4, 1},
+    {"v4 (step 3) + ping-pong", 12, 1, forward_v4_step3, backward_v4, 1},
 #else
     {"v1 eager fp32", 0, 0, NULL, NULL, 0},
     {"v1 eager tf32", 1, 1, NULL, NULL, 0},
@@ -86,13 +121,16 @@ typedef struct {
     float *lse, *scratch;
 } Args;
 
+static size_t max_size(size_t a, size_t b) { return a > b ? a : b; }
+
 // Buffers for every version: the eager one's scores and scratch, the flash
-// one's lse.
+// ones' lse and scratch (v4's holds dQ's fp32 sums).
 static Args upload(Lab *lab, int B, int T, int C, int NH, const float *qkv, const float *dout) {
     const size_t N = (size_t)B * T * C, A = (size_t)B * NH * T * T;
     size_t scratch = attention_forward_scratch_floats(B, T, C, NH);
-    size_t bwd_scratch = attention_backward_scratch_floats(B, T, C, NH);
-    if (bwd_scratch > scratch) scratch = bwd_scratch;
+    scratch = max_size(scratch, attention_backward_scratch_floats(B, T, C, NH));
+    scratch = max_size(scratch, attention_backward_v2_scratch_floats(B, T, NH));
+    scratch = max_size(scratch, attention_backward_v4_scratch_floats(B, T, NH));
     float *zeros = xcalloc(3 * N, sizeof(float));
     Args a = {.B = B, .T = T, .C = C, .NH = NH, .qkv = lab_upload_x(lab, qkv, 3 * N),
               .out = lab_upload_x(lab, zeros, N), .att = lab_alloc(lab, A * sizeof(floatX)),

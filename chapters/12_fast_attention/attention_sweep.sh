@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# attention_sweep.sh: chapter 12's demo, `make demo-12`. Causal attention at
+# GPT-2's heads (12 of 64), forward and backward, at T = 256 .. 4096 and at
+# each batch of BATCHES, all in one session of the GPU:
+#
+#   flash-v2, flash-v3     chapter 05's kernels (v3: what chapter 11 runs on a Hopper)
+#   flash-v4               chapter 12's (what it runs on a Hopper)
+#   pytorch-sdpa-flash     PyTorch's FlashAttention-2 (SDPBackend.FLASH_ATTENTION)
+#   pytorch-sdpa-cudnn     cuDNN's fused attention (SDPBackend.CUDNN_ATTENTION)
+#
+# (chapters/05_flash_attention/attention_sweep.cu and sdpa_sweep.py, which
+# say how each pass is timed) into results/<gpu>/fast_attention/
+# attention_sweep.csv, labelled IMPL-PASS-T at B=16 and IMPL-PASS-T-BN at
+# another batch N; then the kernel lab's attention family (every version,
+# v4's forward in its three steps) at the lab's B=16, T=1024, into lab.csv.
+#
+# Settings (environment variables): BATCHES (16,64), SWEEP
+# (build/demos/attention_sweep), LAB (build/kernel_lab_bf16), PYTHON (python3;
+# PYTHON=none leaves PyTorch's rows out), DEMO_DIR (results/<gpu>/fast_attention).
+# v3 and v4 run on a Hopper only: elsewhere their rows are left out.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+. tools/demo_env.sh
+BATCHES=${BATCHES:-16,64} SWEEP=${SWEEP:-build/demos/attention_sweep}
+LAB=${LAB:-build/kernel_lab_bf16} PYTHON=${PYTHON:-python3}
+gpu=$(gpu_slug)
+out=${DEMO_DIR:-results/${gpu:-gpu}/fast_attention}
+mkdir -p "$out/logs"
+csv=$out/attention_sweep.csv
+[ "$PYTHON" = none ] && torch= || torch=$PYTHON
+PYTHON=$torch write_environment "$out/environment.txt" \
+  "B=$BATCHES, 12 heads of 64, T=256..4096; lab.csv at the lab's own B=16, T=1024"
+echo "== our flash attention, B=$BATCHES: $csv"
+"$SWEEP" "$csv" --batch "$BATCHES" --flash-only 2>&1 | tee "$out/logs/sweep.txt"
+if [ -n "$torch" ]; then
+  echo "== PyTorch's FlashAttention-2 and cuDNN's attention, B=$BATCHES"
+  "$torch" chapters/05_flash_attention/sdpa_sweep.py "$csv" --batch "$BATCHES" \
+    --backend flash,cudnn 2>&1 | tee "$out/logs/sdpa_sweep.txt"
+fi
+echo "== the kernel lab's attention: $out/lab.csv"
+rm -f "$out/lab_raw.csv"
+"$LAB" --only attention --csv "$out/lab_raw.csv" > "$out/logs/lab.txt" 2>&1 || {
+  cat "$out/logs/lab.txt"; echo "the kernel lab failed (above)"; exit 1; }
+cat "$out/logs/lab.txt"
+# Each row named family-version (attention_forward-v4-(step-3)-+-ping-pong), for the book.
+label_lab_rows "$out/lab_raw.csv" > "$out/lab.csv" && rm -f "$out/lab_raw.csv"
+echo "wrote $csv and $out/lab.csv"
