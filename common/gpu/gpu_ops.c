@@ -127,8 +127,9 @@ static void attention_backward_flash(const GpuContext *ctx, floatX *dqkv, float 
 // ---- chapter 12: attention at Hopper's pace ----------------------------------------
 // ANCHOR: fast_slots
 // The same contracts as chapter 05's slots, and where chapter 05 runs v3 (a
-// Hopper GPU, heads of 64) v4: v3's products, fed by the TMA from a producer
-// warp, the softmax overlapped with them. Everywhere else chapter 05's slot
+// Hopper GPU, heads of 64) v4: v3's products, the forward pass's fed by the
+// TMA from a producer warp, the blocks of both passes ordered by head so
+// that a head's tiles share L2. Everywhere else chapter 05's slot
 // runs, exactly as it did (v2 on an A100 or an RTX card, at other head sizes,
 // under GPT2_PORTABLE_KERNELS=1), so that chapter 12 trains wherever chapter
 // 11 does, with chapter 11's attention.
@@ -139,9 +140,8 @@ static void attention_forward_fast(const GpuContext *ctx, floatX *out, floatX *a
     else attention_forward_flash(ctx, out, att, lse, scratch, qkv, B, T, C, NH);
 }
 
-// v4's backward pass is one kernel; its scratch holds D, dQ's fp32 sums and
-// the order of their additions (attention_backward_v4_scratch_floats: the
-// memory plan sizes the scratch for it).
+// v4's backward pass is v3's two kernels, ordered by head: the same
+// scratch (D, one float per row).
 static void attention_backward_fast(const GpuContext *ctx, floatX *dqkv, float *scratch,
                                     const floatX *dout, const floatX *out, const floatX *qkv,
                                     const floatX *att, const float *lse, int B, int T, int C,

@@ -32,17 +32,12 @@ static size_t max_size(size_t a, size_t b) { return a > b ? a : b; }
 
 // One scratch buffer serves every kernel: none keeps anything in it between
 // calls. The eager attention's is the largest by far (its (B,NH,T,T)
-// scores); flash attention needs one float per row. Chapter 12's v4, which
-// runs at heads of 64, also holds dQ's fp32 sums there (B*T*C floats): the
-// plan, made before the GPU is known, counts them on every GPU, where v4
-// runs (a Hopper) and where chapter 05's kernels run instead.
+// scores); flash attention needs one float per row (chapter 12's v4 too).
 size_t memory_plan_scratch_floats(const GPT2Config *c, int B, int T, const RunPlan *run) {
     int C = c->channels, NH = c->num_heads;
     size_t n = GRAD_NORM_MAX_BLOCKS;
     if (!run->keeps_scores) {  // flash attention
         n = max_size(n, attention_backward_v2_scratch_floats(B, T, NH));
-        if (run->attention_v4 && C == 64 * NH)
-            n = max_size(n, attention_backward_v4_scratch_floats(B, T, NH));
     } else {
         n = max_size(n, attention_forward_scratch_floats(B, T, C, NH));
         n = max_size(n, attention_backward_scratch_floats(B, T, C, NH));

@@ -34,7 +34,6 @@ int run_plan_build(RunPlan *plan, const Optimizations *o, int Vp, int micro_batc
     plan->keeps_scores = !o->flash_attention;
     // Chapter 12's attention keeps what chapter 05's keeps; its backward
     // pass needs a larger scratch (memory_plan.c).
-    plan->attention_v4 = o->flash_attention && o->fast_attention;
     plan->logits_stride = gpu_ops_logits_stride(o, Vp);
     plan->lt_gemms = o->kernel_fusion;
     // The update.

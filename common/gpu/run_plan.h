@@ -28,7 +28,6 @@ typedef struct {
     // The model's buffers (activations.h, gpt2_gpu.h).
     int keeps_probs;       // 00-03: the softmax's probabilities, and dlogits of their own
     int keeps_scores;      // 00-04: attention's (B,NH,T,T) probabilities; else a row's lse (05)
-    int attention_v4;      // 12: v4's backward pass where it runs, whose scratch is larger
     int logits_stride;     // the logits' row stride: Vp, or more (gpu_ops_logits_stride)
     int lt_gemms;          // 04: GEMMs on cuBLASLt, with its workspace (and padded copies)
     // The update (gpt2_gpu_update).

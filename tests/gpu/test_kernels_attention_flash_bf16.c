@@ -299,10 +299,10 @@ Test(kernels_attention_flash, v4_is_deterministic) {
     check_deterministic(&V4, 1, (Shape){2, 1024, 768, 12}, 9);
 }
 
-// v4 computes v3's function from v3's products; what differs is when each
-// is made (the pipelines) and the order in which dQ's parts are added: the
-// two agree within v3's tolerance against v2.
-Test(kernels_attention_flash, v4_matches_v3) {
+// v4 computes v3's blocks, in another order (by head), the forward pass's
+// tiles copied by the TMA instead of by the threads: every value is made by
+// the same operations as v3's, so the bits are v3's, forward and backward.
+Test(kernels_attention_flash, v4_is_v3_bit_for_bit) {
     skip_without_v4();
     const Shape shapes[] = {{4, 333, 256, 4}, {2, 1024, 768, 12}};
     for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
@@ -314,18 +314,18 @@ Test(kernels_attention_flash, v4_matches_v3) {
         floatX *d_dout = gt_upload_x(gt_random_x(N, -1, 1, &rng), N);
         Results v3 = run_flash(&VERSIONS[1], s, d_qkv, d_dout);
         Results v4 = run_flash(&V4, s, d_qkv, d_dout);
-        gt_compare("flash v4 out vs v3", v4.out, v3.out, N, TOL_FLASH_OUT_BF16);
-        gt_compare("flash v4 lse vs v3", v4.lse, v3.lse, (size_t)s.B * s.NH * s.T, TOL_FLASH_LSE);
-        compare_gradients("v4", "v3", v4.dqkv, v3.dqkv, s, TOL_FLASH_GRADS_BF16);
+        gt_assert_identical("flash v4 out vs v3", v4.out, v3.out, N);
+        gt_assert_identical("flash v4 lse vs v3", v4.lse, v3.lse, (size_t)s.B * s.NH * s.T);
+        gt_assert_identical("flash v4 dqkv vs v3", v4.dqkv, v3.dqkv, 3 * N);
     }
 }
 
-// The kernel lab's steps from v3 to v4's forward pass (attention_flash.h):
-// each computes v3's function, within v3's tolerance, and the last step is
-// attention_forward_v4, bit for bit.
-Test(kernels_attention_flash, v4_steps_match_v3) {
+// The kernel lab's steps from v3 to v4's forward pass and past it
+// (attention_flash.h): every one makes v3's values by v3's operations, so
+// each gives v3's bits; step ATTENTION_V4_FORWARD is attention_forward_v4.
+Test(kernels_attention_flash, v4_steps_are_v3_bit_for_bit) {
     skip_without_v4();
-    const Shape shapes[] = {{2, 200, 192, 3}, {2, 1024, 768, 12}};
+    const Shape shapes[] = {{2, 200, 192, 3}, {3, 37, 192, 3}, {2, 1024, 768, 12}};
     for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
         const Shape s = shapes[k];
         const size_t N = (size_t)s.B * s.T * s.C, rows = (size_t)s.B * s.NH * s.T;
@@ -338,6 +338,7 @@ Test(kernels_attention_flash, v4_steps_match_v3) {
         float *v3_out = gt_download_x(d_out, N), *v3_lse = gt_download(d_lse, rows);
         attention_forward_v4(&gt_ctx, d_out, d_lse, d_qkv, s.B, s.T, s.C, s.NH);
         float *v4_out = gt_download_x(d_out, N), *v4_lse = gt_download(d_lse, rows);
+        gt_assert_identical("attention_forward_v4's out vs v3", v4_out, v3_out, N);
         for (int step = 1; step <= ATTENTION_V4_STEPS; step++) {
             floatX *out = gt_device_poisoned_x(N);
             float *lse = gt_device_poisoned(rows);
@@ -345,18 +346,61 @@ Test(kernels_attention_flash, v4_steps_match_v3) {
             float *got_out = gt_download_x(out, N), *got_lse = gt_download(lse, rows);
             char what[64];
             snprintf(what, sizeof what, "v4 step %d out vs v3 (T=%d)", step, s.T);
-            gt_compare(what, got_out, v3_out, N, TOL_FLASH_OUT_BF16);
+            gt_assert_identical(what, got_out, v3_out, N);
             snprintf(what, sizeof what, "v4 step %d lse vs v3 (T=%d)", step, s.T);
-            gt_compare(what, got_lse, v3_lse, rows, TOL_FLASH_LSE);
-            if (step == ATTENTION_V4_STEPS) {
-                gt_assert_identical("the last step's out vs attention_forward_v4", got_out,
-                                    v4_out, N);
-                gt_assert_identical("the last step's lse vs attention_forward_v4", got_lse,
-                                    v4_lse, rows);
-            }
+            gt_assert_identical(what, got_lse, v3_lse, rows);
+            if (step == ATTENTION_V4_FORWARD)
+                gt_assert_identical("the step's out vs attention_forward_v4", got_out, v4_out, N);
             free(got_out), free(got_lse);
         }
         free(v3_out), free(v3_lse), free(v4_out), free(v4_lse);
+    }
+}
+
+// The backward pass's variants (attention_flash.h). 1 and 2 are v3's
+// kernels in another order: v3's bits. 3 and 4 compute dK and dV as v3
+// does, tile for tile (v3's bits), and dQ from the same dS, summed over
+// the keys in another order: within v3's tolerance against v2. 3 adds in a
+// fixed order, so two runs give the same bits; 4 (atomics) need not.
+Test(kernels_attention_flash, v4_backward_variants_match_v3) {
+    skip_without_v4();
+    const Shape shapes[] = {{3, 300, 192, 3}, {2, 1024, 768, 12}, {2, 37, 128, 2}};
+    for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
+        const Shape s = shapes[k];
+        const size_t N = (size_t)s.B * s.T * s.C, rows = (size_t)s.B * s.NH * s.T;
+        Rng rng;
+        rng_seed(&rng, 20 + k);
+        floatX *d_qkv = gt_upload_x(gt_random_x(3 * N, -1, 1, &rng), 3 * N);
+        floatX *d_dout = gt_upload_x(gt_random_x(N, -1, 1, &rng), N);
+        Results v3 = run_flash(&VERSIONS[1], s, d_qkv, d_dout);
+        floatX *d_out = gt_upload_x(v3.out, N);
+        float *d_lse = gt_upload(v3.lse, rows);
+        for (int v = 1; v <= ATTENTION_V4_BACKWARD_VARIANTS; v++) {
+            float *runs[2];
+            for (int r = 0; r < 2; r++) {
+                floatX *d_dqkv = gt_device_poisoned_x(3 * N);
+                float *d_scratch =
+                    gt_device_poisoned(attention_backward_v4_variant_scratch_floats(v, s.B, s.T,
+                                                                                    s.NH));
+                attention_backward_v4_variant(&gt_ctx, v, d_dqkv, d_scratch, d_dout, d_out, d_qkv,
+                                              d_lse, s.B, s.T, s.C, s.NH);
+                runs[r] = gt_download_x(d_dqkv, 3 * N);
+            }
+            char what[64];
+            snprintf(what, sizeof what, "backward variant %d (T=%d)", v, s.T);
+            if (v <= 2) {
+                gt_assert_identical(what, runs[0], v3.dqkv, 3 * N);
+            } else {
+                for (int which = 1; which <= 2; which++) {  // dk, dv: v3's bits
+                    float *g = part_of(runs[0], s, which), *ref = part_of(v3.dqkv, s, which);
+                    gt_assert_identical(what, g, ref, N);
+                    free(g), free(ref);
+                }
+                compare_gradients(what, "v3", runs[0], v3.dqkv, s, TOL_FLASH_GRADS_BF16);
+            }
+            if (v == 3) gt_assert_identical("variant 3, two runs", runs[1], runs[0], 3 * N);
+            free(runs[0]), free(runs[1]);
+        }
     }
 }
 

@@ -3,8 +3,8 @@
 // the (B,NH,T,T) scores written out, cuBLAS GEMMs, a softmax kernel; the
 // backward slot zeroes dqkv first) and, in the bf16 build, chapter 05's flash
 // attention, v2 (mma.sync) and v3 (wgmma, what the model runs at heads of 64),
-// then chapter 12's v4, its forward pass in the three steps the chapter takes
-// from v3 (attention_forward_v4_step), each beside v4's backward pass.
+// then chapter 12's steps from v3 to v4 and past it (attention_flash.h), timed at
+// B=16 and, for the flash versions, at B=64 too.
 //
 // Rates count the FLOPs of causal attention as FlashAttention's papers do,
 // whatever a version actually computes: forward, two GEMMs over half of the
@@ -54,35 +54,37 @@ static void backward_v3(const GpuContext *ctx, floatX *dqkv, float *scratch, con
     attention_backward_v3(ctx, dqkv, scratch, dout, out, qkv, lse, B, T, C, NH);
 }
 
-// Chapter 12's steps from v3 to v4 (attention_flash.h): the forward pass of
-// each, v4's backward pass beside every one.
-static void forward_v4_step1(const GpuContext *ctx, floatX *out, floatX *att, float *lse,
-                             float *scratch, const floatX *qkv, int B, int T, int C, int NH) {
-    (void)att, (void)scratch;
-    attention_forward_v4_step(ctx, 1, out, lse, qkv, B, T, C, NH);
-}
+// Chapter 12's steps from v3 to v4 (attention_flash.h): each row one step of
+// the forward pass (attention_forward_v4_step) and one variant of the
+// backward pass (attention_backward_v4_variant), the two lists side by side:
+// by head, by groups of heads, then the TMA forward pass beside v4's
+// backward pass, then the two forward steps past v4 beside the two fused
+// backward passes.
+#define V4_ROW(n, step, variant)                                                              \
+    static void forward_v4_##n(const GpuContext *ctx, floatX *out, floatX *att, float *lse,   \
+                               float *scratch, const floatX *qkv, int B, int T, int C,         \
+                               int NH) {                                                        \
+        (void)att, (void)scratch;                                                               \
+        attention_forward_v4_step(ctx, step, out, lse, qkv, B, T, C, NH);                       \
+    }                                                                                           \
+    static void backward_v4_##n(const GpuContext *ctx, floatX *dqkv, float *scratch,           \
+                                const floatX *dout, const floatX *out, const floatX *qkv,      \
+                                const floatX *att, const float *lse, int B, int T, int C,      \
+                                int NH) {                                                       \
+        (void)att;                                                                              \
+        attention_backward_v4_variant(ctx, variant, dqkv, scratch, dout, out, qkv, lse, B, T,  \
+                                      C, NH);                                                   \
+    }
+V4_ROW(1, 1, 1)
+V4_ROW(2, 2, 2)
+V4_ROW(3, 3, 2)
+V4_ROW(4, 4, 3)
+V4_ROW(5, 5, 4)
 
-static void forward_v4_step2(const GpuContext *ctx, floatX *out, floatX *att, float *lse,
-                             float *scratch, const floatX *qkv, int B, int T, int C, int NH) {
-    (void)att, (void)scratch;
-    attention_forward_v4_step(ctx, 2, out, lse, qkv, B, T, C, NH);
-}
-
-static void forward_v4_step3(const GpuContext *ctx, floatX *out, floatX *att, float *lse,
-                             float *scratch, const floatX *qkv, int B, int T, int C, int NH) {
-    (void)att, (void)scratch;
-    attention_forward_v4_step(ctx, 3, out, lse, qkv, B, T, C, NH);
-}
-
-static void backward_v4(const GpuContext *ctx, floatX *dqkv, float *scratch, const floatX *dout,
-                        const floatX *out, const floatX *qkv, const floatX *att, const float *lse,
-                        int B, int T, int C, int NH) {
-    (void)att;
-    attention_backward_v4(ctx, dqkv, scratch, dout, out, qkv, lse, B, T, C, NH);
-}
-
-// The rows below name the steps one to three.
-_Static_assert(ATTENTION_V4_STEPS == 3, "a row per step of attention_forward_v4_step");
+// The rows below name the five steps and the four variants.
+_Static_assert(ATTENTION_V4_STEPS == 5 && ATTENTION_V4_BACKWARD_VARIANTS == 4 &&
+                   ATTENTION_V4_FORWARD == 3 && ATTENTION_V4_BACKWARD == 2,
+               "a row per step of attention_forward_v4_step");
 
 static const struct {
     const char *name;
@@ -96,9 +98,11 @@ static const struct {
     {"v1 eager", 2, 1, NULL, NULL, 0},
     {"v2 flash mma", 5, 1, forward_v2, backward_v2, 0},
     {"v3 flash wgmma", 5, 1, forward_v3, backward_v3, 1},
-    {"v4 step 1 TMA + producer warp", 12, 1, forward_v4_step1, backward_v4, 1},
-    {"v4 step 2 + softmax overlap", 12, 1, forward_v4_step2, backward_v4, 1},
-    {"v4 (step 3) + ping-pong", 12, 1, forward_v4_step3, backward_v4, 1},
+    {"v4 s1 v3 by head", 12, 1, forward_v4_1, backward_v4_1, 1},
+    {"v4 s2 v3 head groups", 12, 1, forward_v4_2, backward_v4_2, 1},
+    {"v4 s3 TMA + producer warp (v4)", 12, 1, forward_v4_3, backward_v4_3, 1},
+    {"v4 s4 overlap | fused dQ ordered", 12, 1, forward_v4_4, backward_v4_4, 1},
+    {"v4 s5 ping-pong | fused dQ atomics", 12, 1, forward_v4_5, backward_v4_5, 1},
 #else
     {"v1 eager fp32", 0, 0, NULL, NULL, 0},
     {"v1 eager tf32", 1, 1, NULL, NULL, 0},
@@ -130,7 +134,8 @@ static Args upload(Lab *lab, int B, int T, int C, int NH, const float *qkv, cons
     size_t scratch = attention_forward_scratch_floats(B, T, C, NH);
     scratch = max_size(scratch, attention_backward_scratch_floats(B, T, C, NH));
     scratch = max_size(scratch, attention_backward_v2_scratch_floats(B, T, NH));
-    scratch = max_size(scratch, attention_backward_v4_scratch_floats(B, T, NH));
+    for (int v = 1; v <= ATTENTION_V4_BACKWARD_VARIANTS; v++)
+        scratch = max_size(scratch, attention_backward_v4_variant_scratch_floats(v, B, T, NH));
     float *zeros = xcalloc(3 * N, sizeof(float));
     Args a = {.B = B, .T = T, .C = C, .NH = NH, .qkv = lab_upload_x(lab, qkv, 3 * N),
               .out = lab_upload_x(lab, zeros, N), .att = lab_alloc(lab, A * sizeof(floatX)),
@@ -161,6 +166,22 @@ static void run_backward(Lab *lab, void *p) {
                               a->lse, a->B, a->T, a->C, a->NH);
 }
 
+// A version's rows at B=64: its time, with the error its check at B=2 found.
+static void time_at_b64(Lab *lab, Args *big, int version, double forward_flops,
+                        double forward_error, double backward_error) {
+    use_version(lab, big, version);
+    const char *shape = "B64 T1024 NH12 hs64";
+    LabRow f = {"attention_forward", VERSIONS[version].name, shape, VERSIONS[version].chapter,
+                forward_error, tolerance_of(version), lab_time_ms(lab, run_forward, big), 0,
+                forward_flops};
+    lab_report(lab, &f);
+    run_forward(lab, big);
+    LabRow b = {"attention_backward", VERSIONS[version].name, shape, VERSIONS[version].chapter,
+                backward_error, tolerance_of(version), lab_time_ms(lab, run_backward, big), 0,
+                2.5 * forward_flops};
+    lab_report(lab, &b);
+}
+
 void lab_attention(Lab *lab) {
     if (!lab_wants(lab, "attention")) return;
     // The check: B=2, T=64, 12 heads of 64, against the CPU reference.
@@ -179,6 +200,12 @@ void lab_attention(Lab *lab) {
     float *tqkv = lab_random_x(lab, 3 * TN, -1, 1), *tdout = lab_random_x(lab, TN, -1, 1);
     Args timed = upload(lab, TB, TT, C, NH, tqkv, tdout);
     const double forward_flops = 4.0 * TB * NH * (double)TT * TT * (C / NH) / 2;
+    // And at B=64, the batch of the headline rows, for the flash versions:
+    // what one head's tiles share in L2 matters more as the heads multiply.
+    const int BB = 64;
+    const size_t BN = (size_t)BB * TT * C;
+    float *bqkv = lab_random_x(lab, 3 * BN, -1, 1), *bdout = lab_random_x(lab, BN, -1, 1);
+    Args big = upload(lab, BB, TT, C, NH, bqkv, bdout);
     for (size_t i = 0; i < sizeof VERSIONS / sizeof VERSIONS[0]; i++) {
         if (VERSIONS[i].hopper && !lab->ctx.hopper) {
             printf("attention: %s left out: it runs on compute capability 9.0 only\n",
@@ -201,8 +228,10 @@ void lab_attention(Lab *lab) {
                     lab_time_ms(lab, run_backward, &timed), 0, 2.5 * forward_flops};
         lab_report(lab, &b);
         free(g_out), free(g_dqkv);
+        if (VERSIONS[i].chapter >= 5) time_at_b64(lab, &big, (int)i, forward_flops * BB / TB,
+                                                  f.error, b.error);
     }
     free(qkv), free(dout), free(out), free(preatt), free(att), free(dqkv), free(dpreatt);
-    free(datt), free(tqkv), free(tdout);
+    free(datt), free(tqkv), free(tdout), free(bqkv), free(bdout);
     lab_free_buffers(lab);
 }
