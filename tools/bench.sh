@@ -23,6 +23,8 @@
 # PYTHON (python3), CHAPTERS (every chapter of the table), PYTORCH (1: also
 # PyTorch's rows; 0: ours only), PROFILE_STEPS (5).
 #
+# PYTORCH_ONLY (a bash regular expression: only PyTorch's rows whose label
+# matches it, to split PyTorch's rows over two calls of one session),
 # OURS (1: our rows and profiles; 0: PyTorch's only), EXTRAS (1: the ablations and the
 # larger batch too; last: only those of the last chapter; 0: none), APPEND (1: add the rows to an existing results.csv and keep its
 # environment.txt: a bench split over two sessions of one machine).
@@ -40,7 +42,7 @@ fi
 B=${B:-16} T=${T:-1024} STEPS=${STEPS:-25} WARMUP=${WARMUP:-5} LARGE_B=${LARGE_B:-32} HEAD_B=${HEAD_B:-64}
 TRAINER_FP32=${TRAINER_FP32:-build/train_gpt2_fp32} TRAINER_BF16=${TRAINER_BF16:-build/train_gpt2_bf16}
 PYTHON=${PYTHON:-python3} PYTORCH=${PYTORCH:-1} PROFILE_STEPS=${PROFILE_STEPS:-5}
-EXTRAS=${EXTRAS:-1} OURS=${OURS:-1} APPEND=${APPEND:-0}
+EXTRAS=${EXTRAS:-1} OURS=${OURS:-1} APPEND=${APPEND:-0} PYTORCH_ONLY=${PYTORCH_ONLY:-}
 table=$("$TRAINER_FP32" --list-chapters)
 
 trainer_for() {  # chapter -> the trainer binary of its precision
@@ -100,6 +102,7 @@ profile() {  # chapter [batch]
 
 pytorch() {  # label, batch, mode
   [ "$PYTORCH" = 1 ] || { [ "$PYTORCH" = best ] && [ "$3" = compile-bf16-flash ]; } || return 0
+  [ -z "$PYTORCH_ONLY" ] || [[ $1 =~ $PYTORCH_ONLY ]] || return 0
   # An appended session's row of a label results.csv already has is a rerun:
   # it gets a label of its own, and the first row keeps its number.
   local label=$1
@@ -139,9 +142,15 @@ for entry in 4:compile-bf16 5:compile-bf16-sdpa 6:compile-bf16-sdpa-vocab \
              7:compile-bf16-sdpa-vocab-tied; do
   [ "${entry%%:*}" -le "$last" ] && pytorch "pytorch-${entry#*:}" "$B" "${entry#*:}"
 done
+# PyTorch's default AdamW (foreach, not fused): the unfused optimizer a
+# PyTorch user starts from, beside chapter 09's fused one.
+[ "$last" -ge 9 ] && pytorch pytorch-foreach "$B" compile-bf16-sdpa-vocab-tied-foreach
 # PyTorch's best single-GPU recipe (all of the above and fused AdamW): the
-# book's target, and chapter 08's row.
+# book's target, and chapter 08's row; and the same recipe whose compiled
+# forward returns only the loss (no (B,T,Vp) logits kept as an output), the
+# stronger of the two, which the book compares with.
 pytorch pytorch-compile-bf16-flash "$B" compile-bf16-flash
+pytorch pytorch-lossonly "$B" compile-bf16-sdpa-vocab-tied-fused-lossonly
 # The larger batch, and the runs the chapters' own arguments rest on:
 # chapter 03's fit of a step's time against the batch (chapters 00 and 03 at
 # B=LARGE_B) and its switch turned off in its own chapter.
@@ -168,6 +177,7 @@ if [ "$OURS" = 1 ]; then
   [ "$HEAD_B" != "$B" ] && profile "$last" "$HEAD_B"
 fi
 pytorch "pytorch-compile-bf16-flash-B$HEAD_B" "$HEAD_B" compile-bf16-flash
+pytorch "pytorch-lossonly-B$HEAD_B" "$HEAD_B" compile-bf16-sdpa-vocab-tied-fused-lossonly
 
 # PyTorch's rows, without their own header line.
 [ -f "$csv.torch" ] && grep -v '^label,' "$csv.torch" >> "$csv" && rm -f "$csv.torch"

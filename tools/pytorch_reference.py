@@ -570,6 +570,8 @@ class BenchMode:
     pad_vocab: bool        # Vp = V rounded up to 128 (50257 -> 50304); else Vp = V
     tied: bool             # lm_head is wte; else a separate (Vp,C) matrix
     fused_adamw: bool      # AdamW(fused=True), foreach clipping; else one tensor at a time
+    foreach_adamw: bool = False  # not fused: AdamW(foreach=True), PyTorch's default on a GPU
+    loss_only: bool = False  # the compiled forward returns the loss alone, not the logits
 
 
 # The PyTorch ladder. From compile-bf16 on, each row is the row above it plus
@@ -592,6 +594,16 @@ MODES = {
         BenchMode("07",    True,   True,   False,  True,    "sdpa",    True,   True,   False),
     "compile-bf16-sdpa-vocab-tied-fused":
         BenchMode("08-12", True,   True,   False,  True,    "sdpa",    True,   True,   True),
+    # Beside the ladder: PyTorch's default AdamW (foreach, not fused), the
+    # unfused baseline a PyTorch user would start from (chapter 09's row);
+    # and the best recipe with a forward that returns only the loss, so that
+    # the (B,T,Vp) logits are not an output kept alive to the step's end.
+    "compile-bf16-sdpa-vocab-tied-foreach":
+        BenchMode("09",    True,   True,   False,  True,    "sdpa",    True,   True,   False,
+                  foreach_adamw=True),
+    "compile-bf16-sdpa-vocab-tied-fused-lossonly":
+        BenchMode("08-12", True,   True,   False,  True,    "sdpa",    True,   True,   True,
+                  loss_only=True),
 }
 # Old names, kept so that rows measured under them still read right. The row
 # records the name it was asked for (its `chapter` column: pytorch:NAME).
@@ -669,9 +681,11 @@ def build_for_bench(mode, a, device):
     model = GPT2(cfg, attention=mode.attention).to(device)
     model.init_weights(a.seed)
     # Not fused: foreach=False asks for the loop over tensors (chapter 00's
-    # AdamW); left unset, PyTorch would pick its multi-tensor version on a GPU.
+    # AdamW); left unset, PyTorch would pick its multi-tensor version on a GPU,
+    # which the foreach mode asks for by name.
     opt = torch.optim.AdamW(model.param_groups(0.1), lr=a.lr, betas=(0.9, 0.95), eps=1e-8,
-                            foreach=False, fused=mode.fused_adamw)
+                            foreach=mode.foreach_adamw and not mode.fused_adamw,
+                            fused=mode.fused_adamw)
     return model, opt
 
 
@@ -679,12 +693,18 @@ def make_train_step(model, opt, mode, a, device, data):
     """One training step on batch i: forward with the loss, backward, gradient
     clipping, AdamW, zero_grad. The loss comes back as a device tensor, read
     only after the timed loop, except where the mode syncs every step."""
-    forward = torch.compile(model) if mode.compile else model
+    def loss_only(x, y):
+        return model(x, y)[1]
+
+    forward = loss_only if mode.loss_only else model
+    if mode.compile:
+        forward = torch.compile(forward)
 
     def step(i):
         x, y = data[i, :, :-1], data[i, :, 1:]
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=mode.bf16):
-            _, loss = forward(x, y)  # the cross-entropy over the first V logits only
+            out = forward(x, y)  # the cross-entropy over the first V logits only
+            loss = out if mode.loss_only else out[1]
         loss.backward()
         if a.grad_clip > 0:
             torch.nn.utils.clip_grad_norm_(model.parameters(), a.grad_clip,
