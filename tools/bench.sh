@@ -115,7 +115,7 @@ pytorch() {  # label, batch, mode
 
 chapters=${CHAPTERS:-$(echo "$table" | awk 'NR > 1 {print $1}')}
 # An appended session says so in environment.txt: its rows are another run's.
-[ "$APPEND" = 1 ] && echo "appended: $(date -u +%Y-%m-%dT%H:%M:%SZ), commit ${COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}: chapters $(echo $chapters)$([ "$OURS" = 1 ] && echo ' and their profiles')$([ "$PYTORCH" != 0 ] && echo ", PyTorch rows ($PYTORCH)")" >> "$out/environment.txt"
+[ "$APPEND" = 1 ] && echo "appended: $(date -u +%Y-%m-%dT%H:%M:%SZ), commit ${COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}:$([ "$OURS" = 1 ] && echo " chapters $(echo $chapters) and their profiles")$([ "$PYTORCH" != 0 ] && echo " PyTorch rows ($PYTORCH${PYTORCH_ONLY:+, matching $PYTORCH_ONLY})")" >> "$out/environment.txt"
 last=$(echo "$table" | awk 'NR > 1 {print $1}' | tail -1)
 before_last=$(echo "$table" | awk 'NR > 1 {print $1}' | tail -2 | head -1)
 [ "$OURS" = 1 ] && for ch in $chapters; do ours "ch$(printf %02d "$ch")" "$B" "$ch"; done
