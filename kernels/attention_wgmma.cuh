@@ -78,7 +78,8 @@ struct TilePlace {
     int bh, tile;  // tile 0 is the heaviest
 };
 
-// Where this block is, for a grid made by grid_for<ORDER>() below.
+// ANCHOR: block_order
+// Where this block is, for a grid made by grid_for() below.
 template <BlockOrder ORDER>
 __device__ __forceinline__ TilePlace tile_place(int tiles, int heads, int heads_per_group) {
     if (ORDER == HEAD_FASTEST) return {(int)blockIdx.x, (int)blockIdx.y};
@@ -88,6 +89,7 @@ __device__ __forceinline__ TilePlace tile_place(int tiles, int heads, int heads_
     const int here = min(heads_per_group, heads - group * heads_per_group);
     return {group * heads_per_group + rank % here, rank / here};
 }
+// ANCHOR_END: block_order
 
 }  // namespace
 

@@ -67,6 +67,7 @@ __device__ __forceinline__ void mbarrier_expect_tx(uint64_t *bar, uint32_t bytes
                  : "memory");
 }
 
+// ANCHOR: mbarrier_wait
 // Waits until the phase of the given parity has completed. try_wait suspends
 // the thread for a while in hardware before it says no, so the loop spins
 // slowly.
@@ -79,6 +80,7 @@ __device__ __forceinline__ void mbarrier_wait(uint64_t *bar, int parity) {
         "r"(parity)
         : "memory");
 }
+// ANCHOR_END: mbarrier_wait
 
 // ---- the TMA ---------------------------------------------------------------------
 // The box at coordinates (c0, c1, c2) of a 3-D tensor map (innermost first)
