@@ -48,6 +48,7 @@
 #include <cudaTypedefs.h>
 
 #include "attention_wgmma.cuh"
+#include "gpu/tma_box.h"
 #include "tma.cuh"
 
 namespace {
@@ -587,22 +588,23 @@ static PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder(void) {
 
 // ANCHOR: tensor_map
 // A (B, T, width) bf16 tensor whose rows are `ld` elements apart, as boxes of
-// 64 rows x 64 columns (one head's tile): the TMA writes a box in the
-// 128-byte swizzle the tiles use (attention_tiles.cuh) and fills rows at or
-// past T with zeros, as load_tile did.
+// 64 rows x 64 columns (one head's tile; tma_box_for_heads, chapter 12's
+// exercise, works out the numbers): the TMA writes a box in the 128-byte
+// swizzle the tiles use (attention_tiles.cuh) and fills rows at or past T
+// with zeros, as load_tile did.
 static CUtensorMap tile_map(const bf16 *tensor, int B, int T, int width, int ld, const char *who) {
+    TmaBox d;
+    char err[ERR_LEN];
+    if (tma_box_for_heads(&d, B, T, width, ld, HS, ROWS, err) != 0) die("%s: %s", who, err);
     CUtensorMap map;
-    const cuuint64_t dims[3] = {(cuuint64_t)width, (cuuint64_t)T, (cuuint64_t)B};
-    const cuuint64_t strides[2] = {(cuuint64_t)ld * sizeof(bf16),
-                                   (cuuint64_t)T * ld * sizeof(bf16)};  // bytes, dims 1 and 2
-    const cuuint32_t box[3] = {HS, ROWS, 1}, element_strides[3] = {1, 1, 1};
+    const cuuint32_t element_strides[3] = {1, 1, 1};
     const CUresult r = tensor_map_encoder()(
-        &map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, (void *)tensor, dims, strides, box,
+        &map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, (void *)tensor, d.dims, d.strides, d.box,
         element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
         CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
     if (r != CUDA_SUCCESS)
-        die("%s: cuTensorMapEncodeTiled failed (CUresult %d) for a (%d, %d, %d) tensor", who,
-            (int)r, B, T, width);
+        die("%s: cuTensorMapEncodeTiled refused a (%d, %d, %d) tensor (CUresult %d)", who, B, T,
+            width, (int)r);
     return map;
 }
 // ANCHOR_END: tensor_map
