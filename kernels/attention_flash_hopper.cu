@@ -62,7 +62,6 @@ __global__ void __launch_bounds__(FWD_THREADS, 2)
     const int q0 = (queries - 1 - at.tile) * FWD_QUERIES;
     const bf16 *q = qkv + (size_t)b * T * ld + h * HS, *k = q + C, *v = q + 2 * C;
     const int group = threadIdx.x / GROUP, warp = threadIdx.x % GROUP / WARP_SIZE;
-    const int lane = threadIdx.x % WARP_SIZE, g = lane / 4, t4 = lane % 4;
     const int group_row0 = group * ROWS;         // the warpgroup's first row in the Q tile
     const int row0 = q0 + group_row0 + warp * 16;  // the warp's first query
     const float scale_log2 = LOG2E / sqrtf((float)HS);
@@ -99,20 +98,7 @@ __global__ void __launch_bounds__(FWD_THREADS, 2)
         wgmma_wait<0>();
     }
 
-#pragma unroll
-    for (int half = 0; half < 2; half++) {
-        float sum = l[0][half];
-        sum += __shfl_xor_sync(FULL_MASK, sum, 1);
-        sum += __shfl_xor_sync(FULL_MASK, sum, 2);
-        const float inv = 1.0f / sum;
-#pragma unroll
-        for (int nt = 0; nt < HS / 8; nt++) {
-            o[0][nt][2 * half] *= inv;
-            o[0][nt][2 * half + 1] *= inv;
-        }
-        const int t = row0 + g + 8 * half;
-        if (t4 == 0 && t < T) lse[(size_t)bh * T + t] = (m[0][half] + log2f(sum)) * LN2;
-    }
+    finish_rows(o, m, l, lse + (size_t)bh * T, row0, T);
     store_warp_rows<HS, 1>(out + (size_t)b * T * C + h * HS, C, row0, T, o, 1.0f, sq,
                            group_row0 + warp * 16);
 }

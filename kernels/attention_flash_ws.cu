@@ -212,30 +212,6 @@ __device__ __forceinline__ void consume_forward_overlapped(const ForwardSmem &sm
 }
 // ANCHOR_END: forward_overlap
 
-// o / l into out, and each row's lse, as v3 ends.
-__device__ __forceinline__ void finish_forward(bf16 *out, float *lse, const ForwardRows &r, bf16 *staging,
-                               int staging_row0, int bh, int b, int h, int T, int C,
-                               float (&o)[1][HS / 8][4], const float (&m)[1][2],
-                               const float (&l)[1][2]) {
-    const int lane = threadIdx.x % WARP_SIZE, g = lane / 4, t4 = lane % 4;
-#pragma unroll
-    for (int half = 0; half < 2; half++) {
-        float sum = l[0][half];
-        sum += __shfl_xor_sync(FULL_MASK, sum, 1);
-        sum += __shfl_xor_sync(FULL_MASK, sum, 2);
-        const float inv = 1.0f / sum;
-#pragma unroll
-        for (int nt = 0; nt < HS / 8; nt++) {
-            o[0][nt][2 * half] *= inv;
-            o[0][nt][2 * half + 1] *= inv;
-        }
-        const int t = r.row0 + g + 8 * half;
-        if (t4 == 0 && t < T) lse[(size_t)bh * T + t] = (m[0][half] + log2f(sum)) * LN2;
-    }
-    store_warp_rows<HS, 1>(out + (size_t)b * T * C + h * HS, C, r.row0, T, o, 1.0f, staging,
-                           staging_row0);
-}
-
 // ANCHOR: forward_kernel_ws
 // One block per GROUPS x 64 queries of one (b, h), the heaviest tiles of
 // queries (the last, which see the most keys) first within each head; a
@@ -281,7 +257,9 @@ __global__ void __launch_bounds__(block_threads(GROUPS), BLOCKS_PER_SM)
         consume_forward_serial(sm, rows, tiles, scale_log2, o, m, l);
     // The warp's own 16 rows of Q, read by its warpgroup's products only,
     // all finished: they stage the output.
-    finish_forward(out, lse, rows, sm.q, group * ROWS + warp * 16, bh, b, h, T, C, o, m, l);
+    finish_rows(o, m, l, lse + (size_t)bh * T, rows.row0, T);
+    store_warp_rows<HS, 1>(out + (size_t)b * T * C + h * HS, C, rows.row0, T, o, 1.0f, sm.q,
+                           group * ROWS + warp * 16);
 }
 // ANCHOR_END: forward_kernel_ws
 
@@ -643,11 +621,6 @@ extern "C" void attention_forward_v4_step(const GpuContext *ctx, int step, float
 }
 // ANCHOR_END: forward_steps
 
-extern "C" void attention_forward_v4(const GpuContext *ctx, floatX *out, float *lse,
-                                     const floatX *qkv, int B, int T, int C, int NH) {
-    attention_forward_v4_step(ctx, ATTENTION_V4_FORWARD, out, lse, qkv, B, T, C, NH);
-}
-
 // The fused backward pass's scratch (BackwardScratch), in floats.
 static size_t fused_scratch_floats(int B, int T, int NH) {
     const size_t counters = (size_t)B * NH * ((T + ROWS - 1) / ROWS);  // ints, 4 bytes each
@@ -706,17 +679,6 @@ extern "C" void attention_backward_v4_variant(const GpuContext *ctx, int variant
     }
 }
 
-extern "C" size_t attention_backward_v4_scratch_floats(int B, int T, int NH) {
-    return attention_backward_v4_variant_scratch_floats(ATTENTION_V4_BACKWARD, B, T, NH);
-}
-
-extern "C" void attention_backward_v4(const GpuContext *ctx, floatX *dqkv, float *scratch,
-                                      const floatX *dout, const floatX *out, const floatX *qkv,
-                                      const float *lse, int B, int T, int C, int NH) {
-    attention_backward_v4_variant(ctx, ATTENTION_V4_BACKWARD, dqkv, scratch, dout, out, qkv, lse,
-                                  B, T, C, NH);
-}
-
 #else  // the fp32 build, or a build for a GPU other than compute capability 9.0
 
 // Why there are no v4 kernels in this build.
@@ -738,11 +700,6 @@ extern "C" void attention_forward_v4_step(const GpuContext *ctx, int step, float
     die("attention_forward_v4: %s", without_v4());
 }
 
-extern "C" void attention_forward_v4(const GpuContext *ctx, floatX *out, float *lse,
-                                     const floatX *qkv, int B, int T, int C, int NH) {
-    attention_forward_v4_step(ctx, ATTENTION_V4_FORWARD, out, lse, qkv, B, T, C, NH);
-}
-
 extern "C" size_t attention_backward_v4_variant_scratch_floats(int variant, int B, int T,
                                                               int NH) {
     (void)variant;
@@ -758,6 +715,14 @@ extern "C" void attention_backward_v4_variant(const GpuContext *ctx, int variant
     die("attention_backward_v4: %s", without_v4());
 }
 
+#endif
+
+// ---- v4: the steps the model runs ---------------------------------------------------
+extern "C" void attention_forward_v4(const GpuContext *ctx, floatX *out, float *lse,
+                                     const floatX *qkv, int B, int T, int C, int NH) {
+    attention_forward_v4_step(ctx, ATTENTION_V4_FORWARD, out, lse, qkv, B, T, C, NH);
+}
+
 extern "C" size_t attention_backward_v4_scratch_floats(int B, int T, int NH) {
     return attention_backward_v4_variant_scratch_floats(ATTENTION_V4_BACKWARD, B, T, NH);
 }
@@ -768,5 +733,3 @@ extern "C" void attention_backward_v4(const GpuContext *ctx, floatX *dqkv, float
     attention_backward_v4_variant(ctx, ATTENTION_V4_BACKWARD, dqkv, scratch, dout, out, qkv, lse,
                                   B, T, C, NH);
 }
-
-#endif

@@ -57,6 +57,30 @@ __device__ __forceinline__ void wg_mma_with_probs(float (&acc)[8][4], const floa
 // ANCHOR_END: warpgroup_products
 
 
+// The end of a forward pass for a warp's 16 rows from row0: o divided by
+// each row's sum l (its quad's four parts added first), and each row's
+// log-sum-exp, m + log2(l) back in natural units, into lse_row (one (b, h)
+// row of lse) by the quad's first thread. Rows at or past T write nothing.
+__device__ __forceinline__ void finish_rows(float (&o)[1][HS / 8][4], const float (&m)[1][2],
+                                            const float (&l)[1][2], float *lse_row, int row0,
+                                            int T) {
+    const int lane = threadIdx.x % WARP_SIZE, g = lane / 4, t4 = lane % 4;
+#pragma unroll
+    for (int half = 0; half < 2; half++) {
+        float sum = l[0][half];
+        sum += __shfl_xor_sync(FULL_MASK, sum, 1);
+        sum += __shfl_xor_sync(FULL_MASK, sum, 2);
+        const float inv = 1.0f / sum;
+#pragma unroll
+        for (int nt = 0; nt < HS / 8; nt++) {
+            o[0][nt][2 * half] *= inv;
+            o[0][nt][2 * half + 1] *= inv;
+        }
+        const int t = row0 + g + 8 * half;
+        if (t4 == 0 && t < T) lse_row[t] = (m[0][half] + log2f(sum)) * LN2;
+    }
+}
+
 // ---- the order of the blocks (chapter 12) ------------------------------------------
 // A kernel over (b, h, tile) has B*NH*tiles blocks, and the order in which
 // the GPU starts them decides two things: which blocks share L2 (the
