@@ -14,8 +14,9 @@ NAME.svg for the HTML book and NAME.pdf for the PDF book:
     throughput   tok/s per chapter, and beside each chapter the PyTorch run
                  that is its fair comparison (CHAPTER_PYTORCH below), run in
                  the chapter's session
-    speedup      tok/s over chapter 00's, PyTorch's best run as a line: the
-                 chapters of chapter 00's session only (a ratio)
+    speedup      tok/s over chapter 00's, PyTorch's best run (the fastest of
+                 its rows in chapter 00's session) as a line: the chapters of
+                 chapter 00's session only (a ratio)
     waterfall    ms per step from chapter to chapter, each change a bar; a
                  change between two sessions hatched, without a number
     phases       ms per step split into data, forward, backward, optimizer
@@ -27,12 +28,15 @@ NAME.svg for the HTML book and NAME.pdf for the PDF book:
                  time grouped by kind (GEMMs, attention, ...), stacked on a
                  linear scale in two panels; the table, with each step's
                  launches (calls_per_step summed), is written beside it, as
-                 profile_kinds.csv
+                 profile_kinds.csv, with a row for each profile_chNN_BM.csv
+                 (a larger batch, not drawn)
     optimizer    chapters 08 and 09's optimizer kernels (their profiles), and
                  the update's bytes at the memory's bandwidth
-    final_roofline  the last chapter's step at its demo's batch
-                 (last_mile/profile_chNN_BM.csv), its GEMMs and attention on
-                 the bf16 roofline
+    final_roofline  the last chapter's step at the larger batch, its GEMMs and
+                 attention on the bf16 roofline, from the benchmark's own
+                 profile_chNN_BM.csv beside results.csv (the same session)
+    roofline_chNN_BM  the same for chapter 11's demo's step
+                 (last_mile/profile_chNN_BM.csv, the demo's session)
     gemm_roofline  from gemm_shapes.csv (chapter 01's demo), when present:
                  every GEMM of a step, fp32 and TF32, on the GPU's roofline
 
@@ -71,11 +75,13 @@ import textwrap
 # numerics, so that the comparison is like for like:
 #   0  FP32 baseline             eager PyTorch in FP32, TF32 off
 #   1  FP32 GEMMs on tensor cores eager PyTorch with TF32 matmuls
-# When later chapters land, add them here, e.g.
-#   N  BF16 mixed precision       "pytorch-eager-bf16"
-#   M  the last chapter           "pytorch-compile-bf16-flash" (torch.compile,
-#                                 flash attention: PyTorch's best recipe)
+# A tuple names several rows with the same numerics: the fastest of them in
+# the chapter's session is the bar. PyTorch's best recipe (torch.compile, flash
+# attention, fused AdamW) has two: pytorch-compile-bf16-flash, whose compiled
+# forward returns the logits with the loss, and pytorch-lossonly, whose forward
+# returns only the loss.
 # A chapter not listed, or whose row is not in results.csv, gets no PyTorch bar.
+BEST = ("pytorch-compile-bf16-flash", "pytorch-lossonly")
 CHAPTER_PYTORCH = {
     0: "pytorch-eager-fp32",
     1: "pytorch-eager-tf32",
@@ -85,11 +91,11 @@ CHAPTER_PYTORCH = {
     5: "pytorch-compile-bf16-sdpa",
     6: "pytorch-compile-bf16-sdpa-vocab",
     7: "pytorch-compile-bf16-sdpa-vocab-tied",
-    8: "pytorch-compile-bf16-flash",  # + fused AdamW: PyTorch's best
-    9: "pytorch-compile-bf16-flash",
-    10: "pytorch-compile-bf16-flash",
-    11: "pytorch-compile-bf16-flash",
-    12: "pytorch-compile-bf16-flash",
+    8: BEST,  # + fused AdamW: PyTorch's best, the stronger of its two forms
+    9: BEST,
+    10: BEST,
+    11: BEST,
+    12: BEST,
 }
 
 # The first chapter whose model is not chapter 00's: weight tying (07) shares
@@ -106,7 +112,7 @@ PHASES = [  # results.csv column, legend label, colour
 OURS_COLOUR = "#4c72b0"
 TORCH_COLOUR = "#ee4c2c"  # PyTorch's orange-red
 FIGURES = ("throughput", "speedup", "waterfall", "phases", "loss_curves", "heatmap",
-           "profile_kinds", "optimizer", "final_roofline", "gemm_roofline")
+           "profile_kinds", "optimizer", "final_roofline", "roofline_chNN_BM", "gemm_roofline")
 # Datasheet figures by GPU (the name in environment.txt), for the roofline:
 # memory bandwidth in TB/s, dense FP32 and TF32 peaks in TFLOP/s. For a GPU
 # not listed, the peaks come from gemm_shapes.csv itself (its TFLOP/s over
@@ -341,12 +347,12 @@ def mark_sessions(ax, chapters, ctx):
 
 
 def session_torch(ctx, ch, wanted):
-    """The PyTorch row named `wanted` (or its rerun) from chapter ch's session."""
-    for row in ctx["torch"].values():
-        if (row["label"] in (wanted, wanted + "-rerun")
-                and ctx["session_of"][row["label"]] == ch["session"]):
-            return row
-    return None
+    """The PyTorch row named `wanted` (a label, or a tuple of labels: the fastest of
+    them) from chapter ch's session."""
+    names = (wanted,) if isinstance(wanted, str) else wanted
+    rows = [row for row in ctx["torch"].values()
+            if row["label"] in names and ctx["session_of"][row["label"]] == ch["session"]]
+    return max(rows, key=lambda r: r["tok_per_s"]) if rows else None
 
 
 # ---- the figures ---------------------------------------------------------
@@ -717,7 +723,8 @@ def plot_gemm_roofline(ctx):
     subtitle = (f"{ctx['env'].get('gpu', '')}  ·  every GEMM of a GPT-2 124M step at B·T = 16384, "
                 "timed alone by chapter 01's demo\nroofs: the datasheet's peaks and memory "
                 "bandwidth")
-    return finish(ctx, fig, "GEMM by GEMM: fp32 and TF32 on the roofline", subtitle,
+    quiet = dict(ctx, when="")  # the demo's own run (its log), not the benchmark's session
+    return finish(quiet, fig, "GEMM by GEMM: fp32 and TF32 on the roofline", subtitle,
                   rel(path) + ", columns M, N, K, fp32_tflops, tf32_tflops", "gemm_roofline"), None
 
 
@@ -869,17 +876,40 @@ GEMM_NAME = re.compile(r"^matmul_(forward|backward)_v\d+:\s*(?:\(([^)]*)\)\s*)?(
                        r"(\d+)x(\d+)x(\d+)")
 
 
+def larger_batch_profiles(folder):
+    """The profile_chNN_BM.csv files of a folder (a chapter's step profiled at
+    batch M), sorted by chapter and batch."""
+    pattern = re.compile(r"profile_ch(\d\d)_B(\d+)\.csv$")
+    if not os.path.isdir(folder):
+        return []
+    found = [(int(m.group(1)), int(m.group(2)), f) for f in os.listdir(folder)
+             for m in [pattern.match(f)] if m]
+    return [f for _, _, f in sorted(found)]
+
+
 def plot_final_roofline(ctx):
-    """Chapter 11's step at its largest batch, kernel by kernel, on the roofline: each
+    """The last chapter's step at the larger batch (the benchmark's own
+    profile_chNN_BM.csv beside results.csv, of the same session as its rows) on the
+    roofline."""
+    return plot_step_roofline(ctx, os.path.dirname(ctx["csv"]), False)
+
+
+def plot_demo_roofline(ctx):
+    """Chapter 11's step at its demo's batch (last_mile/profile_chNN_BM.csv, the
+    demo's session) on the roofline: roofline_chNN_BM."""
+    return plot_step_roofline(ctx, os.path.join(os.path.dirname(ctx["csv"]), "last_mile"), True)
+
+
+def plot_step_roofline(ctx, folder, demo):
+    """A chapter's step at a larger batch, kernel by kernel, on the roofline: each
     GEMM (FLOPs and bf16 bytes from the shape in its name) and flash attention's
     kernels (FLOPs of the causal half, bytes of q, k, v, the output and the
-    gradients), at the rate the profile measured in the step."""
-    folder = os.path.join(os.path.dirname(ctx["csv"]), "last_mile")
-    files = sorted(f for f in os.listdir(folder) if re.match(r"profile_ch\d\d_B\d+\.csv$", f)) \
-        if os.path.isdir(folder) else []
+    gradients), at the rate the profile measured in the step. The last
+    profile_chNN_BM.csv of the folder (by chapter, then batch)."""
+    files = larger_batch_profiles(folder)
     sheet = DATASHEET.get(ctx["env"].get("gpu", ""), {})
     if not files or not sheet.get("bf16"):
-        return None, "no last_mile/profile_chNN_BM.csv, or no datasheet for this GPU"
+        return None, (f"no {rel(folder)}/profile_chNN_BM.csv, or no datasheet for this GPU")
     path = os.path.join(folder, files[-1])
     m = re.match(r"profile_ch(\d\d)_B(\d+)\.csv$", files[-1])
     chapter, B = int(m.group(1)), int(m.group(2))
@@ -930,7 +960,8 @@ def plot_final_roofline(ctx):
                "backward_dq": ((8, -9), "left")}
     for p in points:
         if p[0] == "attention":
-            name = p[1].replace("flash_attention_", "").replace("_wgmma_kernel", "")
+            name = re.sub(r"(_wgmma|_ws)?_kernel(_v\d+)?$", "",
+                          p[1].replace("flash_attention_", ""))
             off, ha = offsets.get(name, ((8, 0), "left"))
             ax.annotate(name.replace("backward_", "backward, "),
                         (p[2] / p[3], p[2] / (p[4] * 1e9)), xytext=off, ha=ha,
@@ -946,16 +977,23 @@ def plot_final_roofline(ctx):
     ax.set_ylabel("TFLOP/s in the step (log scale)", fontsize=8.5)
     ax.grid(color="#eeeeee", which="both")
     ax.legend(loc="lower right", frameon=False, fontsize=7.5)
-    env = read_environment(os.path.join(folder, "environment.txt"))
-    when = ", ".join(x for x in (f"measured {env['date'][:10]}" if env.get("date") else "",
-                                 f"commit {env['commit']}" if env.get("commit") else "") if x)
-    quiet = dict(ctx, when=f" ({when})" if when else "")
+    if demo:
+        env = read_environment(os.path.join(folder, "environment.txt"))
+        when = ", ".join(x for x in (f"measured {env['date'][:10]}" if env.get("date") else "",
+                                     f"commit {env['commit']}" if env.get("commit") else "") if x)
+        quiet = dict(ctx, when=f" ({when})" if when else "")
+    else:
+        quiet = ctx  # the session of results.csv
     subtitle = (f"{ctx['env'].get('gpu', '')}  ·  chapter {chapter:02d}'s step at B={B}, T={T}, "
                 "kernel by kernel (--profile)\nmarker area: the kernel's time in the step; "
                 f"not drawn: {other:.1f} of the {total:.1f} ms, the memory-bound kernels")
-    return finish(quiet, fig, "The last chapter's step on the H100's roofline", subtitle,
-                  f"{rel(path)}, written by make demo-11; FLOPs and bytes from the shapes",
-                  "final_roofline"), None
+    title = (f"Chapter {chapter:02d}'s step on the H100's roofline" if demo
+             else "The last chapter's step on the H100's roofline")
+    name = f"roofline_ch{chapter:02d}_B{B}" if demo else "final_roofline"
+    return finish(quiet, fig, title, subtitle,
+                  f"{rel(path)}, written by " + ("make demo-11" if demo else "make bench")
+                  + "; FLOPs and bytes from the shapes",
+                  name), None
 
 
 def write_step_times(ctx):
@@ -1055,11 +1093,14 @@ def plot_profile_kinds(ctx):
     if not chapters:
         return None, "no profile_chNN.csv"
     table = os.path.join(folder, "profile_kinds.csv")
-    write_kinds_table(table, [(f"ch{ch['n']:02d}", ms, n) for ch, ms, n in chapters])
+    # The table also holds the benchmark's larger-batch profiles (profile_chNN_BM.csv,
+    # labelled chNN-BM), which the figure leaves out.
+    larger = [(f[len("profile_"):-len(".csv")].replace("_", "-"),
+               *profile_by_kind(os.path.join(folder, f))) for f in larger_batch_profiles(folder)]
+    write_kinds_table(table, [(f"ch{ch['n']:02d}", ms, n) for ch, ms, n in chapters] + larger)
     # Chapter 11's demo profiles its step at a larger batch (last_mile/profile_chNN_BM.csv).
     demo = os.path.join(folder, "last_mile")
-    extra = sorted(f for f in os.listdir(demo) if re.match(r"profile_ch\d\d_B\d+\.csv$", f)) \
-        if os.path.isdir(demo) else []
+    extra = larger_batch_profiles(demo)
     if extra:
         write_kinds_table(os.path.join(demo, "profile_kinds.csv"),
                           [(f[len("profile_"):-len(".csv")].replace("_", "-"),
@@ -1153,7 +1194,8 @@ def plot_gpu(folder):
                        ("gemm_roofline", plot_gemm_roofline), ("tying_loss", plot_tying),
                        ("data_workers", plot_data_workers), ("adamw8bit_loss", plot_adamw8bit),
                        ("profile_kinds", plot_profile_kinds), ("waterfall", plot_waterfall),
-                       ("optimizer", plot_optimizer), ("final_roofline", plot_final_roofline)):
+                       ("optimizer", plot_optimizer), ("final_roofline", plot_final_roofline),
+                       ("roofline_chNN_BM", plot_demo_roofline)):
         files, why = draw(ctx)
         if files is None:
             print(f"plots: {rel(folder)}: no {name} plot: {why}")
