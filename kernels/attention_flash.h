@@ -64,20 +64,20 @@ void attention_backward_v3(const GpuContext *ctx, floatX *dqkv, float *scratch,
                            const floatX *dout, const floatX *out, const floatX *qkv,
                            const float *lse, int B, int T, int C, int NH);
 
-// v3 with its grid ordered by head (chapter 12's first step): a head's
-// tiles run side by side and share K, V, Q and dO through L2. The same
-// bits as v3: the blocks compute exactly what they did, in another order.
-void attention_forward_v3_by_head(const GpuContext *ctx, floatX *out, float *lse,
-                                  const floatX *qkv, int B, int T, int C, int NH);
-void attention_backward_v3_by_head(const GpuContext *ctx, floatX *dqkv, float *scratch,
-                                   const floatX *dout, const floatX *out, const floatX *qkv,
-                                   const float *lse, int B, int T, int C, int NH);
-// ... and by groups of heads, the heaviest tiles of each group first.
-void attention_forward_v3_head_groups(const GpuContext *ctx, floatX *out, float *lse,
-                                      const floatX *qkv, int B, int T, int C, int NH);
-void attention_backward_v3_head_groups(const GpuContext *ctx, floatX *dqkv, float *scratch,
-                                       const floatX *dout, const floatX *out, const floatX *qkv,
-                                       const float *lse, int B, int T, int C, int NH);
+// The order in which a grid's blocks start (chapter 12; attention_wgmma.cuh
+// says what each means): chapter 05's, the head varying fastest; a head's
+// tiles side by side; groups of heads, the heaviest tiles of a group first.
+typedef enum { ATTENTION_HEAD_FASTEST, ATTENTION_BY_HEAD, ATTENTION_HEAD_GROUPS } AttentionBlockOrder;
+
+// v3 with its blocks in another order (chapter 12's first steps): the same
+// blocks computing the same values, so v3's bits, in any order. v3 is
+// ATTENTION_HEAD_FASTEST.
+void attention_forward_v3_ordered(const GpuContext *ctx, AttentionBlockOrder order, floatX *out,
+                                  float *lse, const floatX *qkv, int B, int T, int C, int NH);
+void attention_backward_v3_ordered(const GpuContext *ctx, AttentionBlockOrder order,
+                                   floatX *dqkv, float *scratch, const floatX *dout,
+                                   const floatX *out, const floatX *qkv, const float *lse, int B,
+                                   int T, int C, int NH);
 
 // v4: the same contracts as v3 (heads of 64, the H100 and H200).
 void attention_forward_v4(const GpuContext *ctx, floatX *out, float *lse, const floatX *qkv,

@@ -47,7 +47,7 @@ __device__ __forceinline__ void tiles_ready() {
 
 // ---- the forward pass ---------------------------------------------------------------
 // ANCHOR: forward_kernel_wgmma
-template <BlockOrder ORDER>
+template <AttentionBlockOrder ORDER>
 __global__ void __launch_bounds__(FWD_THREADS, 2)
     flash_attention_forward_wgmma_kernel(bf16 *out, float *lse, const bf16 *qkv, int B, int T,
                                          int NH, int group_heads) {
@@ -108,7 +108,7 @@ __global__ void __launch_bounds__(FWD_THREADS, 2)
 // ANCHOR: dkdv_kernel_wgmma
 // dK and dV of a tile of 64 keys, one warpgroup: as
 // flash_attention_backward_dkdv_kernel, the four products by wgmma.
-template <BlockOrder ORDER>
+template <AttentionBlockOrder ORDER>
 __global__ void __launch_bounds__(GROUP, 3)
     flash_attention_backward_dkdv_wgmma_kernel(bf16 *dqkv, const bf16 *dout, const bf16 *qkv,
                                                const float *lse, const float *delta, int B,
@@ -172,7 +172,7 @@ __global__ void __launch_bounds__(GROUP, 3)
 // ANCHOR: dq_kernel_wgmma
 // dQ of a tile of 64 queries, one warpgroup: as
 // flash_attention_backward_dq_kernel, the three products by wgmma.
-template <BlockOrder ORDER>
+template <AttentionBlockOrder ORDER>
 __global__ void __launch_bounds__(GROUP, 3)
     flash_attention_backward_dq_wgmma_kernel(bf16 *dqkv, const bf16 *dout, const bf16 *qkv,
                                              const float *lse, const float *delta, int B, int T,
@@ -228,7 +228,7 @@ __global__ void __launch_bounds__(GROUP, 3)
 // ---- launchers ----------------------------------------------------------------------
 }  // namespace
 
-template <BlockOrder ORDER>
+template <AttentionBlockOrder ORDER>
 static void forward_v3(const GpuContext *ctx, floatX *out, float *lse, const floatX *qkv, int B,
                        int T, int C, int NH) {
     check_head_size("attention_forward_v3", C, NH);
@@ -241,7 +241,7 @@ static void forward_v3(const GpuContext *ctx, floatX *out, float *lse, const flo
     gpu_check_launch(ctx, "flash_attention_forward_wgmma_kernel");
 }
 
-template <BlockOrder ORDER>
+template <AttentionBlockOrder ORDER>
 static void backward_v3(const GpuContext *ctx, floatX *dqkv, float *scratch, const floatX *dout,
                         const floatX *out, const floatX *qkv, const float *lse, int B, int T,
                         int C, int NH) {
@@ -269,40 +269,32 @@ static void backward_v3(const GpuContext *ctx, floatX *dqkv, float *scratch, con
     gpu_check_launch(ctx, "flash_attention_backward_dq_wgmma_kernel");
 }
 
-extern "C" void attention_forward_v3(const GpuContext *ctx, floatX *out, float *lse,
-                                     const floatX *qkv, int B, int T, int C, int NH) {
-    forward_v3<HEAD_FASTEST>(ctx, out, lse, qkv, B, T, C, NH);
+extern "C" void attention_forward_v3_ordered(const GpuContext *ctx, AttentionBlockOrder order,
+                                             floatX *out, float *lse, const floatX *qkv, int B,
+                                             int T, int C, int NH) {
+    switch (order) {
+    case ATTENTION_BY_HEAD: forward_v3<ATTENTION_BY_HEAD>(ctx, out, lse, qkv, B, T, C, NH); break;
+    case ATTENTION_HEAD_GROUPS:
+        forward_v3<ATTENTION_HEAD_GROUPS>(ctx, out, lse, qkv, B, T, C, NH);
+        break;
+    default: forward_v3<ATTENTION_HEAD_FASTEST>(ctx, out, lse, qkv, B, T, C, NH);
+    }
 }
 
-extern "C" void attention_backward_v3(const GpuContext *ctx, floatX *dqkv, float *scratch,
-                                      const floatX *dout, const floatX *out, const floatX *qkv,
-                                      const float *lse, int B, int T, int C, int NH) {
-    backward_v3<HEAD_FASTEST>(ctx, dqkv, scratch, dout, out, qkv, lse, B, T, C, NH);
-}
-
-extern "C" void attention_forward_v3_by_head(const GpuContext *ctx, floatX *out, float *lse,
-                                             const floatX *qkv, int B, int T, int C, int NH) {
-    forward_v3<BY_HEAD>(ctx, out, lse, qkv, B, T, C, NH);
-}
-
-extern "C" void attention_backward_v3_by_head(const GpuContext *ctx, floatX *dqkv,
-                                              float *scratch, const floatX *dout,
+extern "C" void attention_backward_v3_ordered(const GpuContext *ctx, AttentionBlockOrder order,
+                                              floatX *dqkv, float *scratch, const floatX *dout,
                                               const floatX *out, const floatX *qkv,
                                               const float *lse, int B, int T, int C, int NH) {
-    backward_v3<BY_HEAD>(ctx, dqkv, scratch, dout, out, qkv, lse, B, T, C, NH);
-}
-
-extern "C" void attention_forward_v3_head_groups(const GpuContext *ctx, floatX *out, float *lse,
-                                                const floatX *qkv, int B, int T, int C, int NH) {
-    forward_v3<HEAD_GROUPS>(ctx, out, lse, qkv, B, T, C, NH);
-}
-
-extern "C" void attention_backward_v3_head_groups(const GpuContext *ctx, floatX *dqkv,
-                                                  float *scratch, const floatX *dout,
-                                                  const floatX *out, const floatX *qkv,
-                                                  const float *lse, int B, int T, int C,
-                                                  int NH) {
-    backward_v3<HEAD_GROUPS>(ctx, dqkv, scratch, dout, out, qkv, lse, B, T, C, NH);
+    switch (order) {
+    case ATTENTION_BY_HEAD:
+        backward_v3<ATTENTION_BY_HEAD>(ctx, dqkv, scratch, dout, out, qkv, lse, B, T, C, NH);
+        break;
+    case ATTENTION_HEAD_GROUPS:
+        backward_v3<ATTENTION_HEAD_GROUPS>(ctx, dqkv, scratch, dout, out, qkv, lse, B, T, C, NH);
+        break;
+    default:
+        backward_v3<ATTENTION_HEAD_FASTEST>(ctx, dqkv, scratch, dout, out, qkv, lse, B, T, C, NH);
+    }
 }
 
 #else  // the fp32 build, or a build for a GPU other than compute capability 9.0
@@ -319,43 +311,33 @@ static const char *without_wgmma(void) {
 #endif
 }
 
+extern "C" void attention_forward_v3_ordered(const GpuContext *ctx, AttentionBlockOrder order,
+                                             floatX *out, float *lse, const floatX *qkv, int B,
+                                             int T, int C, int NH) {
+    (void)ctx, (void)order, (void)out, (void)lse, (void)qkv, (void)B, (void)T, (void)C, (void)NH;
+    die("attention_forward_v3: %s", without_wgmma());
+}
+
+extern "C" void attention_backward_v3_ordered(const GpuContext *ctx, AttentionBlockOrder order,
+                                              floatX *dqkv, float *scratch, const floatX *dout,
+                                              const floatX *out, const floatX *qkv,
+                                              const float *lse, int B, int T, int C, int NH) {
+    (void)ctx, (void)order, (void)dqkv, (void)scratch, (void)dout, (void)out, (void)qkv;
+    (void)lse, (void)B, (void)T, (void)C, (void)NH;
+    die("attention_backward_v3: %s", without_wgmma());
+}
+
+#endif
+
+// ---- v3: the model's order (chapter 05) ---------------------------------------------
 extern "C" void attention_forward_v3(const GpuContext *ctx, floatX *out, float *lse,
                                      const floatX *qkv, int B, int T, int C, int NH) {
-    (void)ctx, (void)out, (void)lse, (void)qkv, (void)B, (void)T, (void)C, (void)NH;
-    die("attention_forward_v3: %s", without_wgmma());
+    attention_forward_v3_ordered(ctx, ATTENTION_HEAD_FASTEST, out, lse, qkv, B, T, C, NH);
 }
 
 extern "C" void attention_backward_v3(const GpuContext *ctx, floatX *dqkv, float *scratch,
                                       const floatX *dout, const floatX *out, const floatX *qkv,
                                       const float *lse, int B, int T, int C, int NH) {
-    (void)ctx, (void)dqkv, (void)scratch, (void)dout, (void)out, (void)qkv, (void)lse;
-    (void)B, (void)T, (void)C, (void)NH;
-    die("attention_backward_v3: %s", without_wgmma());
+    attention_backward_v3_ordered(ctx, ATTENTION_HEAD_FASTEST, dqkv, scratch, dout, out, qkv,
+                                  lse, B, T, C, NH);
 }
-
-extern "C" void attention_forward_v3_by_head(const GpuContext *ctx, floatX *out, float *lse,
-                                             const floatX *qkv, int B, int T, int C, int NH) {
-    attention_forward_v3(ctx, out, lse, qkv, B, T, C, NH);
-}
-
-extern "C" void attention_backward_v3_by_head(const GpuContext *ctx, floatX *dqkv,
-                                              float *scratch, const floatX *dout,
-                                              const floatX *out, const floatX *qkv,
-                                              const float *lse, int B, int T, int C, int NH) {
-    attention_backward_v3(ctx, dqkv, scratch, dout, out, qkv, lse, B, T, C, NH);
-}
-
-extern "C" void attention_forward_v3_head_groups(const GpuContext *ctx, floatX *out, float *lse,
-                                                const floatX *qkv, int B, int T, int C, int NH) {
-    attention_forward_v3(ctx, out, lse, qkv, B, T, C, NH);
-}
-
-extern "C" void attention_backward_v3_head_groups(const GpuContext *ctx, floatX *dqkv,
-                                                  float *scratch, const floatX *dout,
-                                                  const floatX *out, const floatX *qkv,
-                                                  const float *lse, int B, int T, int C,
-                                                  int NH) {
-    attention_backward_v3(ctx, dqkv, scratch, dout, out, qkv, lse, B, T, C, NH);
-}
-
-#endif

@@ -217,7 +217,7 @@ __device__ __forceinline__ void consume_forward_overlapped(const ForwardSmem &sm
 // queries (the last, which see the most keys) first within each head; a
 // head's blocks are neighbours in the grid, so the K and V they all read are
 // read from HBM about once and then from L2.
-template <int GROUPS, bool OVERLAP, bool PINGPONG, int BLOCKS_PER_SM, BlockOrder ORDER>
+template <int GROUPS, bool OVERLAP, bool PINGPONG, int BLOCKS_PER_SM, AttentionBlockOrder ORDER>
 __global__ void __launch_bounds__(block_threads(GROUPS), BLOCKS_PER_SM)
     flash_attention_forward_ws_kernel(const __grid_constant__ CUtensorMap qkv_map, bf16 *out,
                                       float *lse, int B, int T, int NH, int group_heads) {
@@ -448,7 +448,7 @@ __global__ void __launch_bounds__(block_threads(BWD_GROUPS), 1)
     extern __shared__ unsigned char smem_raw[];
     const BackwardSmem sm = backward_smem(smem_raw);
     const int blocks = (T + BWD_KEYS - 1) / BWD_KEYS;  // of a head
-    const TilePlace at = tile_place<HEAD_GROUPS>(blocks, B * NH, group_heads);
+    const TilePlace at = tile_place<ATTENTION_HEAD_GROUPS>(blocks, B * NH, group_heads);
     const int C = NH * HS, ld = 3 * C, bh = at.bh, b = bh / NH, h = bh % NH;
     const int n = blocks - 1 - at.tile, k0 = n * BWD_KEYS;  // the diagonal's end first
     const int first = 2 * n, tiles = (T + ROWS - 1) / ROWS;
@@ -587,7 +587,7 @@ static CUtensorMap tile_map(const bf16 *tensor, int B, int T, int width, int ld,
 }
 // ANCHOR_END: tensor_map
 
-template <int GROUPS, bool OVERLAP, bool PINGPONG, int BLOCKS_PER_SM, BlockOrder ORDER>
+template <int GROUPS, bool OVERLAP, bool PINGPONG, int BLOCKS_PER_SM, AttentionBlockOrder ORDER>
 static void launch_forward(const GpuContext *ctx, bf16 *out, float *lse, const bf16 *qkv, int B,
                            int T, int NH) {
     const char *name = "flash_attention_forward_ws_kernel";
@@ -608,14 +608,16 @@ extern "C" void attention_forward_v4_step(const GpuContext *ctx, int step, float
     check_head_size("attention_forward_v4", C, NH);
     if (B * NH > 65535) die("attention_forward_v4: B*NH = %d past the grid's 65535", B * NH);
     switch (step) {
-    case 1: attention_forward_v3_by_head(ctx, out, lse, qkv, B, T, C, NH); break;
-    case 2: attention_forward_v3_head_groups(ctx, out, lse, qkv, B, T, C, NH); break;
+    case 1: attention_forward_v3_ordered(ctx, ATTENTION_BY_HEAD, out, lse, qkv, B, T, C, NH); break;
+    case 2:
+        attention_forward_v3_ordered(ctx, ATTENTION_HEAD_GROUPS, out, lse, qkv, B, T, C, NH);
+        break;
     // The TMA and a producer warp: two blocks per SM fit (96 registers a
     // thread), as many warpgroups as v3 has.
-    case 3: launch_forward<2, false, false, 2, HEAD_GROUPS>(ctx, out, lse, qkv, B, T, NH); break;
+    case 3: launch_forward<2, false, false, 2, ATTENTION_HEAD_GROUPS>(ctx, out, lse, qkv, B, T, NH); break;
     // The overlap needs a second tile of scores in registers: one block per SM.
-    case 4: launch_forward<2, true, false, 1, HEAD_GROUPS>(ctx, out, lse, qkv, B, T, NH); break;
-    case 5: launch_forward<2, true, true, 1, HEAD_GROUPS>(ctx, out, lse, qkv, B, T, NH); break;
+    case 4: launch_forward<2, true, false, 1, ATTENTION_HEAD_GROUPS>(ctx, out, lse, qkv, B, T, NH); break;
+    case 5: launch_forward<2, true, true, 1, ATTENTION_HEAD_GROUPS>(ctx, out, lse, qkv, B, T, NH); break;
     default: die("attention_forward_v4_step: step %d, not 1..%d", step, ATTENTION_V4_STEPS);
     }
 }
@@ -644,7 +646,7 @@ static void launch_fused_backward(const GpuContext *ctx, bf16 *dqkv, float *scra
     const CUtensorMap dout_map = tile_map(dout, B, T, C, C, "attention backward (dout)");
     auto kernel = flash_attention_backward_ws_kernel<ORDERED>;
     allow_shared_memory(kernel, BWD_SMEM_BYTES);
-    const dim3 grid = grid_for(HEAD_GROUPS, B * NH, (T + BWD_KEYS - 1) / BWD_KEYS);
+    const dim3 grid = grid_for(ATTENTION_HEAD_GROUPS, B * NH, (T + BWD_KEYS - 1) / BWD_KEYS);
     kernel<<<grid, block_threads(BWD_GROUPS), BWD_SMEM_BYTES, ctx->stream>>>(
         qkv_map, dout_map, dqkv, lse, s, B, T, NH, heads_per_group(T));
     gpu_check_launch(ctx, "flash_attention_backward_ws_kernel");
@@ -669,8 +671,12 @@ extern "C" void attention_backward_v4_variant(const GpuContext *ctx, int variant
     check_head_size("attention_backward_v4", C, NH);
     if (B * NH > 65535) die("attention_backward_v4: B*NH = %d past the grid's 65535", B * NH);
     switch (variant) {
-    case 1: attention_backward_v3_by_head(ctx, dqkv, scratch, dout, out, qkv, lse, B, T, C, NH); break;
-    case 2: attention_backward_v3_head_groups(ctx, dqkv, scratch, dout, out, qkv, lse, B, T, C, NH); break;
+    case 1:
+    case 2: {
+        const AttentionBlockOrder order = variant == 1 ? ATTENTION_BY_HEAD : ATTENTION_HEAD_GROUPS;
+        attention_backward_v3_ordered(ctx, order, dqkv, scratch, dout, out, qkv, lse, B, T, C, NH);
+        break;
+    }
     case 3: launch_fused_backward<true>(ctx, dqkv, scratch, dout, out, qkv, lse, B, T, C, NH); break;
     case 4: launch_fused_backward<false>(ctx, dqkv, scratch, dout, out, qkv, lse, B, T, C, NH); break;
     default:

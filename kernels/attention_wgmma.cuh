@@ -6,6 +6,7 @@
 #ifndef ATTENTION_WGMMA_CUH
 #define ATTENTION_WGMMA_CUH
 
+#include "attention_flash.h"  // AttentionBlockOrder
 #include "attention_tiles.cuh"
 #include "util/util.h"
 #include "wgmma.cuh"
@@ -87,16 +88,16 @@ __device__ __forceinline__ void finish_rows(float (&o)[1][HS / 8][4], const floa
 // blocks of one head read the same K and V, or Q and dO), and whether the
 // heaviest blocks (a causal tile's work grows with its distance from the
 // start) start first, so that the light ones fill the end of the run.
-//   HEAD_FASTEST  chapter 05's grid (B*NH, tiles): one tile of every head,
-//                 heaviest first over the whole grid, but a head's tiles far
-//                 apart in time: each block reads its head from HBM.
-//   BY_HEAD       (tiles, B*NH): a head's tiles together, sharing L2, but the
-//                 heavy and the light tiles of the grid's last heads at the end.
-//   HEAD_GROUPS   groups of heads_per_group heads: inside a group the tiles
-//                 in order of weight, heaviest first, each tile of every head
-//                 of the group together. A group's tensors fit in L2, and the
-//                 light tiles of one group run beside the heavy ones of the next.
-enum BlockOrder { HEAD_FASTEST, BY_HEAD, HEAD_GROUPS };
+// The orders (AttentionBlockOrder, attention_flash.h):
+//   ATTENTION_HEAD_FASTEST  chapter 05's grid (B*NH, tiles): one tile of
+//       every head, heaviest first over the whole grid, but a head's tiles
+//       far apart in time: each block reads its head from HBM.
+//   ATTENTION_BY_HEAD  (tiles, B*NH): a head's tiles together, sharing L2,
+//       but the heavy and the light tiles of the grid's last heads at the end.
+//   ATTENTION_HEAD_GROUPS  groups of heads_per_group heads: inside a group
+//       the tiles in order of weight, heaviest first, each tile of every head
+//       of the group together. A group's tensors fit in L2, and the light
+//       tiles of one group run beside the heavy ones of the next.
 
 struct TilePlace {
     int bh, tile;  // tile 0 is the heaviest
@@ -104,10 +105,10 @@ struct TilePlace {
 
 // ANCHOR: block_order
 // Where this block is, for a grid made by grid_for() below.
-template <BlockOrder ORDER>
+template <AttentionBlockOrder ORDER>
 __device__ __forceinline__ TilePlace tile_place(int tiles, int heads, int heads_per_group) {
-    if (ORDER == HEAD_FASTEST) return {(int)blockIdx.x, (int)blockIdx.y};
-    if (ORDER == BY_HEAD) return {(int)blockIdx.y, (int)blockIdx.x};
+    if (ORDER == ATTENTION_HEAD_FASTEST) return {(int)blockIdx.x, (int)blockIdx.y};
+    if (ORDER == ATTENTION_BY_HEAD) return {(int)blockIdx.y, (int)blockIdx.x};
     const int per_group = heads_per_group * tiles, group = blockIdx.x / per_group;
     const int rank = blockIdx.x % per_group;
     const int here = min(heads_per_group, heads - group * heads_per_group);
@@ -118,9 +119,9 @@ __device__ __forceinline__ TilePlace tile_place(int tiles, int heads, int heads_
 }  // namespace
 
 // The grid of B*NH heads of `tiles` tiles in each order.
-static inline dim3 grid_for(BlockOrder order, int heads, int tiles) {
-    if (order == HEAD_FASTEST) return dim3(heads, tiles);
-    if (order == BY_HEAD) return dim3(tiles, heads);
+static inline dim3 grid_for(AttentionBlockOrder order, int heads, int tiles) {
+    if (order == ATTENTION_HEAD_FASTEST) return dim3(heads, tiles);
+    if (order == ATTENTION_BY_HEAD) return dim3(tiles, heads);
     return dim3(heads * tiles);
 }
 
