@@ -76,6 +76,13 @@ static int runs_hopper_kernels(int major, int minor) {
 }
 // ANCHOR_END: device_checks
 
+// FP8 tensor cores: compute capability 8.9 (Ada) and later.
+static int runs_fp8_gemms(int major, int minor) {
+    const char *portable = getenv("GPT2_PORTABLE_KERNELS");
+    if (portable && !strcmp(portable, "1")) return 0;
+    return major > 8 || (major == 8 && minor >= 9);
+}
+
 extern "C" void gpu_context_init(GpuContext *ctx, int device) {
     memset(ctx, 0, sizeof *ctx);
     ctx->device = device;
@@ -86,6 +93,7 @@ extern "C" void gpu_context_init(GpuContext *ctx, int device) {
     CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
     check_device_runs_build(device, major, minor);
     ctx->hopper = runs_hopper_kernels(major, minor);
+    ctx->fp8 = runs_fp8_gemms(major, minor);
     ctx->rank = 0;
     ctx->world_size = 1;
     ctx->syncs = (GpuSyncCounts *)xcalloc(1, sizeof *ctx->syncs);

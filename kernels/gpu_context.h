@@ -54,6 +54,10 @@ typedef struct {
     // build that has them (GPU_ARCH=90), and GPT2_PORTABLE_KERNELS not set to
     // 1 in the environment (which runs the kernels of every GPU instead).
     int hopper;
+    // 1 where chapter 13's FP8 GEMMs run: a GPU with FP8 tensor cores
+    // (compute capability 8.9 or later: Ada, Hopper), unless
+    // GPT2_PORTABLE_KERNELS=1 (the kernels every GPU runs).
+    int fp8;
     cudaStream_t stream;   // every launcher and cuBLAS call runs on it
     cublasHandle_t cublas; // bound to `stream`
     // The parts that change while the context is used, behind pointers, so

@@ -34,6 +34,7 @@ typedef struct {
     int epilogue;         // cublasLtEpilogue_t
     int aux_ld;           // GELU's saved input, its leading dimension (0: none)
     int align_a, align_b, align_c;  // bytes, a power of two up to 256
+    int type_a, type_b;   // cudaDataType of A and B: floatX's, or FP8 (chapter 13)
     cublasComputeType_t compute;
     int autotune;         // ctx->gemm_autotune when the plan was made
 } PlanKey;
@@ -145,8 +146,10 @@ static void make_plan(MatmulLt *lt, Plan *plan, const PlanKey *k) {
     // Column-major layouts of the stored matrices (rows, cols, ld), before op().
     const int a_rows = k->trans_a ? k->k : k->m, a_cols = k->trans_a ? k->m : k->k;
     const int b_rows = k->trans_b ? k->n : k->k, b_cols = k->trans_b ? k->k : k->n;
-    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->a, FLOATX_CUDA_TYPE, a_rows, a_cols, k->lda));
-    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->b, FLOATX_CUDA_TYPE, b_rows, b_cols, k->ldb));
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->a, (cudaDataType)k->type_a, a_rows, a_cols,
+                                            k->lda));
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->b, (cudaDataType)k->type_b, b_rows, b_cols,
+                                            k->ldb));
     CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->c, FLOATX_CUDA_TYPE, k->m, k->n, k->ldc));
 
     cublasLtMatmulPreference_t pref;
@@ -190,6 +193,7 @@ static PlanKey gemm_key(int m, int n, int k, int lda, int ldb, int ldc, int tran
     key.lda = lda, key.ldb = ldb, key.ldc = ldc;
     key.trans_a = trans_a, key.trans_b = trans_b;
     key.epilogue = CUBLASLT_EPILOGUE_DEFAULT;
+    key.type_a = key.type_b = FLOATX_CUDA_TYPE;
     return key;
 }
 
@@ -299,13 +303,24 @@ static unsigned long long hash_outputs(const GpuContext *ctx, const GemmOutputs 
     return h;
 }
 
-static void run_algo(const GpuContext *ctx, const Plan *plan, const cublasLtMatmulAlgo_t *algo,
-                     const floatX *A, const floatX *B, float beta, floatX *D) {
+static cublasStatus_t try_algo(const GpuContext *ctx, const Plan *plan,
+                               const cublasLtMatmulAlgo_t *algo, const void *A, const void *B,
+                               float beta, floatX *D) {
     const float alpha = 1.0f;
     const MatmulLt *lt = ctx->lt;
-    CUBLAS_CHECK(cublasLtMatmul(lt->handle, plan->desc, &alpha, A, plan->a, B, plan->b, &beta, D,
-                                plan->c, D, plan->c, algo, lt->workspace, WORKSPACE_BYTES,
-                                ctx->stream));
+    return cublasLtMatmul(lt->handle, plan->desc, &alpha, A, plan->a, B, plan->b, &beta, D,
+                          plan->c, D, plan->c, algo, lt->workspace, WORKSPACE_BYTES, ctx->stream);
+}
+
+static void run_algo(const GpuContext *ctx, const Plan *plan, const cublasLtMatmulAlgo_t *algo,
+                     const void *A, const void *B, float beta, floatX *D) {
+    const cublasStatus_t status = try_algo(ctx, plan, algo, A, B, beta, D);
+    const PlanKey *k = &plan->key;
+    if (status != CUBLAS_STATUS_SUCCESS)
+        die("matmul_v2: cuBLASLt refused m=%d n=%d k=%d (ld %d %d %d, types %d %d, epilogue %d, "
+            "alignments %d %d %d): %s",
+            k->m, k->n, k->k, k->lda, k->ldb, k->ldc, k->type_a, k->type_b, k->epilogue,
+            k->align_a, k->align_b, k->align_c, cublasGetStatusString(status));
 }
 
 static int compare_floats(const void *a, const void *b) {
@@ -316,7 +331,7 @@ static int compare_floats(const void *a, const void *b) {
 // The median time of one run of the algorithm, each run after a write that
 // flushes the L2 cache.
 static float median_ms(const GpuContext *ctx, const Plan *plan, const cublasLtMatmulAlgo_t *algo,
-                       const floatX *A, const floatX *B, float beta, floatX *D, void *flush,
+                       const void *A, const void *B, float beta, floatX *D, void *flush,
                        size_t flush_bytes) {
     cudaEvent_t start[AUTOTUNE_TIMED_RUNS], stop[AUTOTUNE_TIMED_RUNS];
     run_algo(ctx, plan, algo, A, B, beta, D);  // warm-up
@@ -339,9 +354,9 @@ static float median_ms(const GpuContext *ctx, const Plan *plan, const cublasLtMa
     return ms[AUTOTUNE_TIMED_RUNS / 2];
 }
 
-// Round 1: the candidates whose outputs hash to the first's, in order (the
+// Round 1: the candidates that run and whose outputs hash to the first's, in order (the
 // first among them); returns how many.
-static int keep_same_bits(const GpuContext *ctx, Plan *plan, const floatX *A, const floatX *B,
+static int keep_same_bits(const GpuContext *ctx, Plan *plan, const void *A, const void *B,
                           float beta, floatX *D, const floatX *saved, const GemmOutputs *outs) {
     unsigned long long *d_hash = (unsigned long long *)gpu_malloc(sizeof *d_hash, "a hash");
     const size_t d_bytes = outs->bytes[0];
@@ -351,7 +366,14 @@ static int keep_same_bits(const GpuContext *ctx, Plan *plan, const floatX *A, co
         if (saved)
             gpu_memcpy_async(ctx, D, saved, d_bytes, cudaMemcpyDeviceToDevice,
                              "copy (a GEMM's output put back for a trial)");
-        run_algo(ctx, plan, &plan->candidates[i], A, B, beta, D);
+        // A candidate the heuristic offered may still refuse these operands
+        // (some FP8 kernels of cuBLASLt 13 do, with scale pointers set): dropped.
+        if (i > 0 && try_algo(ctx, plan, &plan->candidates[i], A, B, beta, D) !=
+                         CUBLAS_STATUS_SUCCESS) {
+            ctx->lt->stats.candidates_rejected++;
+            continue;
+        }
+        if (i == 0) run_algo(ctx, plan, &plan->candidates[i], A, B, beta, D);
         const unsigned long long h = hash_outputs(ctx, outs, d_hash);
         if (i == 0) first = h;
         if (h == first) plan->candidates[kept++] = plan->candidates[i];
@@ -361,7 +383,7 @@ static int keep_same_bits(const GpuContext *ctx, Plan *plan, const floatX *A, co
     return kept;
 }
 
-static void autotune(const GpuContext *ctx, Plan *plan, const floatX *A, const floatX *B,
+static void autotune(const GpuContext *ctx, Plan *plan, const void *A, const void *B,
                      float beta, floatX *D, const void *bias, const void *aux) {
     plan->tuned = 1;
     cudaStreamCaptureStatus capturing;
@@ -405,25 +427,36 @@ extern "C" MatmulLtStats matmul_lt_stats(const GpuContext *ctx) {
     return s;
 }
 
+// The scales of FP8 operands A and B (chapter 13): device pointers, one float
+// each, real = stored * scale; NULL for floatX operands.
+typedef struct {
+    const float *a, *b;
+} OperandScales;
+
 // D = op(A) op(B) (+ beta D), column-major, with the epilogue of the key;
 // bias and aux are the epilogue's vectors (or NULL).
-static void lt_gemm(const GpuContext *ctx, PlanKey key, const floatX *A, const floatX *B,
-                    float beta, floatX *D, const void *bias, const void *aux, const char *what) {
+static void lt_gemm_scaled(const GpuContext *ctx, PlanKey key, const void *A, const void *B,
+                           OperandScales scales, float beta, floatX *D, const void *bias,
+                           const void *aux, const char *what) {
     key.align_a = alignment_of(A), key.align_b = alignment_of(B), key.align_c = alignment_of(D);
     key.compute = gpu_gemm_compute_type(ctx);
     key.autotune = ctx->gemm_autotune;
     Plan *plan = plan_for(ctx->lt, &key);
     if (bias) set_desc(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias);
     if (aux) set_desc(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof aux);
+    if (scales.a) set_desc(plan->desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &scales.a, sizeof scales.a);
+    if (scales.b) set_desc(plan->desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &scales.b, sizeof scales.b);
     if (key.autotune && !plan->tuned) autotune(ctx, plan, A, B, beta, D, bias, aux);
-    const float alpha = 1.0f;
-    const MatmulLt *lt = ctx->lt;
-    CUBLAS_CHECK(cublasLtMatmul(lt->handle, plan->desc, &alpha, A, plan->a, B, plan->b, &beta, D,
-                                plan->c, D, plan->c, &plan->algo, lt->workspace, WORKSPACE_BYTES,
-                                ctx->stream));
+    run_algo(ctx, plan, &plan->algo, A, B, beta, D);
     char name[160];  // the shape too: each GEMM's own line in a profile
     snprintf(name, sizeof name, "%s %dx%dx%d", what, key.m, key.n, key.k);
     gpu_check_launch(ctx, name);
+}
+
+static void lt_gemm(const GpuContext *ctx, PlanKey key, const floatX *A, const floatX *B,
+                    float beta, floatX *D, const void *bias, const void *aux, const char *what) {
+    const OperandScales none = {NULL, NULL};
+    lt_gemm_scaled(ctx, key, A, B, none, beta, D, bias, aux, what);
 }
 
 // ---- widths that are not a multiple of 8 --------------------------------------------
@@ -477,12 +510,67 @@ __global__ void add_unpadded_rows_kernel_v2(floatX *dweight, const floatX *padde
     if (i < n) dweight[i] = f2x(x2f(dweight[i]) + x2f(padded[i]));
 }
 
+// ---- chapter 13: FP8 operands ---------------------------------------------------------
+// ANCHOR: matmul_fp8
+// cuBLASLt's FP8 GEMMs on Hopper take A transposed and B not ("TN"): both
+// stored K-major, the sum's dimension contiguous. Each product below is
+// written so that it is, from the rows or the transposes the casts made
+// (gemm_operands.h). Each sum runs in fp32 on the tensor cores (fast
+// accumulation off: cuBLASLt promotes the partial sums to full fp32 every few
+// steps of K, and the backward's K is B*T, 65,536 at B=64); the output is
+// floatX, scaled by the product of the two scales, exactly (powers of two).
+static int fp8_cuda_type(GemmPrecision p) {
+    return p == GEMM_E5M2 ? CUDA_R_8F_E5M2 : CUDA_R_8F_E4M3;
+}
+
+static void check_fp8_dims(const char *who, int BT, int C, int OC) {
+    if (BT % 16 || C % 16 || OC % 16)
+        die("%s: FP8 GEMMs need B*T (%d), C (%d) and OC (%d) to be multiples of 16", who, BT, C,
+            OC);
+}
+
+// out^T (OC x BT) = W (OC x C) @ X^T: A = W's rows (C-major), B = X's rows.
+static void matmul_forward_fp8(const GpuContext *ctx, floatX *out, const floatX *bias, int BT,
+                               int C, int OC, int ld, const GemmOperands *o) {
+    check_fp8_dims("matmul_forward_v2", BT, C, OC);
+    PlanKey key = gemm_key(OC, BT, C, C, C, ld, 1, 0);
+    key.type_a = fp8_cuda_type(o->weight.format), key.type_b = fp8_cuda_type(o->input.format);
+    key.epilogue = bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+    const OperandScales s = {o->weight.scale, o->input.scale};
+    lt_gemm_scaled(ctx, key, o->weight.rows, o->input.rows, s, 0.0f, out, bias, NULL,
+                   "matmul_forward_v2: fp8");
+}
+
+static void matmul_backward_fp8(const GpuContext *ctx, floatX *dinp, floatX *dweight, int BT,
+                                int C, int OC, const GemmOperands *o) {
+    check_fp8_dims("matmul_backward_v2", BT, C, OC);
+    // dinp^T (C x BT) = W^T (C x OC) @ dout^T: A = W's transpose (C rows of
+    // OC), B = dout's rows (BT rows of OC). beta = 0.
+    PlanKey dx = gemm_key(C, BT, OC, OC, OC, C, 1, 0);
+    dx.type_a = fp8_cuda_type(o->weight.format), dx.type_b = fp8_cuda_type(o->grad.format);
+    const OperandScales sx = {o->weight.scale, o->grad.scale};
+    lt_gemm_scaled(ctx, dx, o->weight.cols, o->grad.rows, sx, 0.0f, dinp, NULL, NULL,
+                   "matmul_backward_v2: fp8 (dinp)");
+    // dweight^T (C x OC) += X^T (C x BT) @ dout (BT x OC): A = X's transpose
+    // (C rows of BT), B = dout's transpose (OC rows of BT). beta = 1.
+    PlanKey dw = gemm_key(C, OC, BT, BT, BT, C, 1, 0);
+    dw.type_a = fp8_cuda_type(o->input.format), dw.type_b = fp8_cuda_type(o->grad.format);
+    const OperandScales sw = {o->input.scale, o->grad.scale};
+    lt_gemm_scaled(ctx, dw, o->input.cols, o->grad.cols, sw, 1.0f, dweight, NULL, NULL,
+                   "matmul_backward_v2: fp8 (dweight)");
+}
+// ANCHOR_END: matmul_fp8
+
 // ANCHOR: matmul_forward_v2
 extern "C" void matmul_forward_v2(const GpuContext *ctx, floatX *out, floatX *pre_gelu,
                                   const floatX *inp, const floatX *weight, const floatX *bias,
                                   int B, int T, int C, int OC, int ld,
                                   const GemmOperands *operands) {
-    if (!gemm_operands_are_floatx(operands)) die("matmul_forward_v2: FP8 operands (chapter 13)");
+    if (!gemm_operands_are_floatx(operands)) {
+        if (pre_gelu) die("matmul_forward_v2: FP8 operands take no GELU epilogue (fp8.h: FP8_GELU)");
+        matmul_forward_fp8(ctx, out, bias, B * T, C, OC, ld, operands);
+        return;
+    }
     if (pre_gelu && ld != OC) die("matmul_forward_v2: GELU's output needs ld == OC");
     if (OC % PAD_TO != 0) {  // the lm_head at V = 50257: see pad_weight
         if (bias || ld < padded_width(OC))
@@ -530,7 +618,13 @@ extern "C" void matmul_backward_v2(const GpuContext *ctx, floatX *dinp, floatX *
                                    const floatX *inp, const floatX *weight,
                                    const floatX *pre_gelu, int B, int T, int C, int OC, int ld,
                                    const GemmOperands *operands) {
-    if (!gemm_operands_are_floatx(operands)) die("matmul_backward_v2: FP8 operands (chapter 13)");
+    if (!gemm_operands_are_floatx(operands)) {
+        if (dbias || pre_gelu)
+            die("matmul_backward_v2: FP8 operands take no epilogue: the casts of dout take the "
+                "bias gradient and GELU's (fp8.h)");
+        matmul_backward_fp8(ctx, dinp, dweight, B * T, C, OC, operands);
+        return;
+    }
     const int BT = B * T;
     // An OC that is not a multiple of 8: both GEMMs at OCp on padded copies
     // (see pad_weight); dout's padding columns [OC, ld) are zero (the

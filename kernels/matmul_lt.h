@@ -55,7 +55,9 @@ extern "C" {
 // bias, kept for the backward pass, and out = gelu(pre_gelu) (tanh form), from
 // the fp32 sum, each rounded to floatX once.
 // operands: how weight and inp are stored (gemm_operands.h): NULL, floatX;
-// FP8 ones are chapter 13's, and refused here.
+// or chapter 13's FP8 operands, whose pointers replace inp and weight: then
+// no GELU (pre_gelu NULL: the cast that follows applies it, fp8.h), and
+// B*T, C and OC multiples of 16.
 void matmul_forward_v2(const GpuContext *ctx, floatX *out, floatX *pre_gelu, const floatX *inp,
                        const floatX *weight, const floatX *bias, int B, int T, int C, int OC,
                        int ld, const GemmOperands *operands);
@@ -70,6 +72,9 @@ size_t matmul_backward_v2_scratch_floats(int OC);
 // (beta = 1: ACCUMULATES); dbias (OC) += the column sums of dout, taken by
 // the same GEMM's epilogue (which reads dout anyway: fp32 sums, rounded once
 // to floatX) into `scratch`, then added to dbias. dout's rows have stride ld.
+// With chapter 13's FP8 operands, their rows and transposes replace dout, inp
+// and weight (gemm_operands.h), and dbias and pre_gelu are NULL: the cast of
+// dout took the bias gradient and GELU's (fp8.h).
 void matmul_backward_v2(const GpuContext *ctx, floatX *dinp, floatX *dweight, floatX *dbias,
                         float *scratch, const floatX *dout, const floatX *inp,
                         const floatX *weight, const floatX *pre_gelu, int B, int T, int C, int OC,
