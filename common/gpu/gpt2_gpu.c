@@ -130,6 +130,11 @@ void gpt2_gpu_init(GPT2Gpu *model, GpuContext *ctx, const GPT2Config *cfg, const
     model->device_bytes += sizeof(AdamWStep);
     model->adamw_step = gpu_malloc(sizeof(AdamWStep), "AdamW step values");
     adamw_tables(model);
+    model->fp8_on = plan->fp8 && ctx->fp8;
+    if (model->fp8_on) {
+        fp8_layers_alloc(&model->fp8, cfg, max_B, max_T);
+        model->device_bytes += model->fp8.bytes;
+    }
 }
 
 void gpt2_gpu_set_schedule(GPT2Gpu *model, const LrSchedule *lr, const AdamWConfig *cfg,
@@ -159,6 +164,7 @@ void gpt2_gpu_free(GPT2Gpu *model) {
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) gpu_free(all[i]);
     device_batch_free(&model->own);
     activations_free(&model->acts);
+    if (model->fp8_on) fp8_layers_free(&model->fp8);
     host_batch_free(&model->staging);
     memset(model, 0, sizeof(*model));
 }
@@ -317,6 +323,50 @@ int gpt2_gpu_forward_tokens(GPT2Gpu *model, const int32_t *inputs, const int32_t
     return 0;
 }
 
+// ---- chapter 13's FP8 operands --------------------------------------------------------
+
+// The operands of a forward product: NULL (floatX) without FP8; else X cast
+// now (fp8_layers.h) into *o.
+static const GemmOperands *fp8_input(Fp8Layers *f8, GemmOperands *o, const GpuContext *ctx,
+                                     int l, Linear k, const floatX *x, Fp8CastOp op, int BT) {
+    if (!f8) return NULL;
+    *o = fp8_forward_operands(f8, ctx, l, k, x, op, BT);
+    return o;
+}
+
+// The operands of a backward product: NULL without FP8; else dout cast now,
+// with the bias gradient (and GELU's, for fc) taken by the cast, into *o.
+static const GemmOperands *fp8_grad(Fp8Layers *f8, GemmOperands *o, const GpuContext *ctx,
+                                    int l, Linear k, const floatX *dout, const floatX *pre,
+                                    floatX *dbias, int BT) {
+    if (!f8) return NULL;
+    *o = fp8_backward_operands(f8, ctx, l, k, dout, pre ? FP8_DGELU : FP8_COPY, pre, dbias, BT);
+    return o;
+}
+
+// The seam before linear layer k of layer l: residual = a + b (b NULL: the
+// embeddings, no add), then the layernorm `ln`. Returns that layer's GEMM
+// operands: NULL in bf16, ln->out written; with f8, chapter 13's FP8 ones in
+// *o, the layernorm's output made in FP8 by the layernorm (fp8_layers.h).
+static const GemmOperands *seam(const GPT2Gpu *model, Fp8Layers *f8, GemmOperands *o, int l,
+                                Linear k, floatX *residual, const LayernormAt *ln,
+                                const floatX *a, const floatX *b) {
+    const GpuOps *ops = &model->plan.ops;
+    const int B = model->B, T = model->T, C = model->config.channels;
+    if (f8) {
+        *o = fp8_layernorm_operands(f8, model->ctx, ops, l, k, residual, ln->out, ln->mean,
+                                    ln->rstd, a, b, ln->weight, ln->bias, B, T);
+        return o;
+    }
+    if (b)
+        ops->residual_layernorm_forward(model->ctx, residual, ln->out, ln->mean, ln->rstd, a, b,
+                                        ln->weight, ln->bias, B, T, C);
+    else
+        ops->layernorm_forward(model->ctx, ln->out, ln->mean, ln->rstd, a, ln->weight, ln->bias,
+                               B, T, C);
+    return NULL;
+}
+
 // ---- forward ---------------------------------------------------------------------
 
 void gpt2_gpu_forward(GPT2Gpu *model, Gpt2ForwardMode mode, float *mean_loss) {
@@ -334,9 +384,14 @@ void gpt2_gpu_forward(GPT2Gpu *model, Gpt2ForwardMode mode, float *mean_loss) {
     GpuActivations *a = &model->acts;
     nvtxRangePushA("forward");
     const DeviceBatch *batch = model->batch;
+    // Chapter 13: a training pass multiplies FP8 copies (fp8_layers.h);
+    // validation and sampling run the bf16 GEMMs on the same weights.
+    Fp8Layers *f8 = model->fp8_on && mode == GPT2_TRAIN ? &model->fp8 : NULL;
+    if (f8) fp8_cast_weights(f8, ctx, p);
     ops->encoder_forward(ctx, a->encoded, batch->inputs, p[PARAM_WTE], p[PARAM_WPE], B, T, C);
     LayernormAt ln = layernorm_after(model, -1);  // the first layer's ln1
-    ops->layernorm_forward(ctx, ln.out, ln.mean, ln.rstd, a->encoded, ln.weight, ln.bias, B, T, C);
+    GemmOperands o_qkv, o;  // chapter 13's FP8 operands: of qkv, and of the product at hand
+    const GemmOperands *qkv_in = seam(model, f8, &o_qkv, 0, LINEAR_QKV, NULL, &ln, a->encoded, NULL);
     // ANCHOR: forward_layers
     floatX *residual = a->encoded;  // the residual stream entering layer l
     for (int l = 0; l < L; l++) {
@@ -344,23 +399,26 @@ void gpt2_gpu_forward(GPT2Gpu *model, Gpt2ForwardMode mode, float *mean_loss) {
         LayerWeights w = layer_weights(p, l, C);
         LayerActs x = layer_acts(a, l, B, T, C, NH);
         // attention block: x.ln1 was written at the end of the layer before
-        ops->matmul_forward(ctx, x.qkv, NULL, x.ln1, w.qkvw, w.qkvb, B, T, C, 3 * C, 3 * C, NULL);
+        ops->matmul_forward(ctx, x.qkv, NULL, x.ln1, w.qkvw, w.qkvb, B, T, C, 3 * C, 3 * C, qkv_in);
         ops->attention_forward(ctx, x.atty, x.att, x.att_lse, model->scratch, x.qkv, B, T, C,
                                NH);
         ops->matmul_forward(ctx, x.attproj, NULL, x.atty, w.attprojw, w.attprojb, B, T, C, C, C,
-                            NULL);
-        ops->residual_layernorm_forward(ctx, x.residual2, x.ln2, x.ln2_mean, x.ln2_rstd, residual,
-                                        x.attproj, w.ln2w, w.ln2b, B, T, C);
-        // MLP block
-        ops->matmul_forward(ctx, x.fch_gelu, x.fch, x.ln2, w.fcw, w.fcb, B, T, C, 4 * C, 4 * C,
-                            NULL);
+                            fp8_input(f8, &o, ctx, l, LINEAR_ATTPROJ, x.atty, FP8_COPY, B * T));
+        LayernormAt ln2 = {x.ln2, x.ln2_mean, x.ln2_rstd, w.ln2w, w.ln2b};
+        const GemmOperands *fc_in = seam(model, f8, &o, l, LINEAR_FC, x.residual2, &ln2, residual,
+                                         x.attproj);
+        // MLP block. In FP8 the GELU is not fc's epilogue but the cast of
+        // fc's projection's input: fc writes x.fch alone, and x.fch_gelu is
+        // never made in bf16.
+        ops->matmul_forward(ctx, f8 ? x.fch : x.fch_gelu, f8 ? NULL : x.fch, x.ln2, w.fcw, w.fcb,
+                            B, T, C, 4 * C, 4 * C, fc_in);
         ops->matmul_forward(ctx, x.fcproj, NULL, x.fch_gelu, w.fcprojw, w.fcprojb, B, T, 4 * C, C,
-                            C, NULL);
+                            C, fp8_input(f8, &o, ctx, l, LINEAR_FCPROJ, x.fch, FP8_GELU, B * T));
         // the residual stream after this layer, and its layernorm for the next
-        // layer (or the final layernorm after the last)
+        // layer (or the final layernorm, bf16 for the lm_head, after the last)
         ln = layernorm_after(model, l);
-        ops->residual_layernorm_forward(ctx, x.residual3, ln.out, ln.mean, ln.rstd, x.residual2,
-                                        x.fcproj, ln.weight, ln.bias, B, T, C);
+        qkv_in = seam(model, l + 1 < L ? f8 : NULL, &o_qkv, l + 1, LINEAR_QKV, x.residual3, &ln,
+                      x.residual2, x.fcproj);
         residual = x.residual3;
         nvtxRangePop();
     }
@@ -396,6 +454,8 @@ static void backward_pass(GPT2Gpu *model, int zero_grads) {
     GpuActivations *a = &model->acts;
     GpuActGrads *d = &a->d;
     float *scratch = model->scratch;
+    Fp8Layers *f8 = model->fp8_on ? &model->fp8 : NULL;  // a GPT2_TRAIN forward cast for it
+    const int BT = B * T;
 
     nvtxRangePushA("backward");
     // The parameter gradients accumulate (gpu_ops.h): from zero, once a step
@@ -421,20 +481,30 @@ static void backward_pass(GPT2Gpu *model, int zero_grads) {
         LayerWeights w = layer_weights(p, l, C), dw = layer_weights(g, l, C);
         LayerActs x = layer_acts(a, l, B, T, C, NH);
         floatX *residual_in = l == 0 ? a->encoded : layer_acts(a, l - 1, B, T, C, NH).residual3;
-        // MLP block, in reverse: through fcproj, then GELU, then fc
-        ops->matmul_backward(ctx, d->fch, dw.fcprojw, dw.fcprojb, scratch, d->residual,
-                             x.fch_gelu, w.fcprojw, x.fch, B, T, 4 * C, C, C, NULL);
-        ops->matmul_backward(ctx, d->ln, dw.fcw, dw.fcb, scratch, d->fch, x.ln2, w.fcw, NULL, B,
-                             T, C, 4 * C, 4 * C, NULL);
+        GemmOperands o;  // chapter 13's FP8 operands of the product at hand
+        const GemmOperands *o8;
+        // MLP block, in reverse: through fcproj, then GELU, then fc. In FP8
+        // the bias gradients come from the casts (dbias NULL here), and
+        // fcproj's writes the gradient of GELU's output into d->fch, which
+        // fc's cast takes through GELU (FP8_DGELU).
+        o8 = fp8_grad(f8, &o, ctx, l, LINEAR_FCPROJ, d->residual, NULL, dw.fcprojb, BT);
+        ops->matmul_backward(ctx, d->fch, dw.fcprojw, o8 ? NULL : dw.fcprojb, scratch,
+                             d->residual, x.fch_gelu, w.fcprojw, o8 ? NULL : x.fch, B, T, 4 * C,
+                             C, C, o8);
+        o8 = fp8_grad(f8, &o, ctx, l, LINEAR_FC, d->fch, x.fch, dw.fcb, BT);
+        ops->matmul_backward(ctx, d->ln, dw.fcw, o8 ? NULL : dw.fcb, scratch, d->fch, x.ln2, w.fcw,
+                             NULL, B, T, C, 4 * C, 4 * C, o8);
         ops->layernorm_backward(ctx, d->residual, dw.ln2w, dw.ln2b, scratch, d->ln, x.residual2,
                                 w.ln2w, x.ln2_mean, x.ln2_rstd, B, T, C);
         // attention block, in reverse
-        ops->matmul_backward(ctx, d->atty, dw.attprojw, dw.attprojb, scratch, d->residual, x.atty,
-                             w.attprojw, NULL, B, T, C, C, C, NULL);
+        o8 = fp8_grad(f8, &o, ctx, l, LINEAR_ATTPROJ, d->residual, NULL, dw.attprojb, BT);
+        ops->matmul_backward(ctx, d->atty, dw.attprojw, o8 ? NULL : dw.attprojb, scratch,
+                             d->residual, x.atty, w.attprojw, NULL, B, T, C, C, C, o8);
         ops->attention_backward(ctx, d->qkv, scratch, d->atty, x.atty, x.qkv, x.att, x.att_lse,
                                 B, T, C, NH);
-        ops->matmul_backward(ctx, d->ln, dw.qkvw, dw.qkvb, scratch, d->qkv, x.ln1, w.qkvw, NULL, B,
-                             T, C, 3 * C, 3 * C, NULL);
+        o8 = fp8_grad(f8, &o, ctx, l, LINEAR_QKV, d->qkv, NULL, dw.qkvb, BT);
+        ops->matmul_backward(ctx, d->ln, dw.qkvw, o8 ? NULL : dw.qkvb, scratch, d->qkv, x.ln1,
+                             w.qkvw, NULL, B, T, C, 3 * C, 3 * C, o8);
         ops->layernorm_backward(ctx, d->residual, dw.ln1w, dw.ln1b, scratch, d->ln, residual_in,
                                 w.ln1w, x.ln1_mean, x.ln1_rstd, B, T, C);
         nvtxRangePop();

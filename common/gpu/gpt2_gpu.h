@@ -30,6 +30,8 @@
 //                   which chapter 09's fused update reads from memory
 //   schedule        chapter 11: every step's lr and bias corrections
 //                   (adamw_schedule.h), from which the device fills adamw_step
+//   fp8             chapter 13: the FP8 copies of the linear layers' operands
+//                   and their scales (fp8_layers.h), where FP8 GEMMs run
 // Everything is allocated once, for the largest batch (B, T) the model will
 // see; forward passes of smaller batches (sampling) use the front of the
 // same buffers.
@@ -41,6 +43,7 @@
 #include <stdio.h>
 
 #include "gpu/activations.h"
+#include "gpu/fp8_layers.h"
 #include "optim/adam_state.h"
 #include "adamw.h"
 #include "model/gpt2_config.h"
@@ -93,6 +96,10 @@ typedef struct {
     // on the device.
     AdamWScheduleEntry *schedule;  // device, schedule_steps entries (NULL: none)
     int schedule_steps;
+    // Chapter 13: the plan asks for FP8 GEMMs and the GPU has them
+    // (ctx->fp8); else chapter 12's bf16 GEMMs run and fp8 is empty.
+    int fp8_on;
+    Fp8Layers fp8;
     size_t device_bytes;        // everything this model allocated
 } GPT2Gpu;
 

@@ -107,6 +107,9 @@ static float update(GPT2Gpu *model, const HostStep *host, const AdamWConfig *cfg
     float host_norm = model->plan.fused_update
                           ? adamw_fused_step(model, host, cfg, max_norm, norm)
                           : clip_then_adamw(model, host->lr, cfg, max_norm, host->t, norm);
+    // Chapter 13: the step's amaxes into their histories, for the next
+    // step's delayed scales (fp8.h).
+    if (model->fp8_on) fp8_end_step(&model->fp8, model->ctx);
     nvtxRangePop();
     return host_norm;
 }

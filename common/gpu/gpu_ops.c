@@ -211,6 +211,9 @@ GpuOps gpu_ops_select(const Optimizations *o, GpuLaunchSettings *launch) {
         ops.attention_forward = attention_forward_fast;
         ops.attention_backward = attention_backward_fast;
     }
+    // Chapter 13 changes no slot: chapter 04's matmul slots take FP8
+    // operands (gemm_operands.h), which the model casts when its plan says
+    // so (run_plan.c, fp8_layers.h).
     return ops;
 }
 // ANCHOR_END: gpu_ops_select

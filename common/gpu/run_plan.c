@@ -23,9 +23,17 @@ static int check_step(const Optimizations *o, int micro_batches, char *err) {
     return 0;
 }
 
+// Chapter 13's FP8 GEMMs run on cuBLASLt (chapter 04's matmul_v2), and take
+// the bias gradient and GELU from the casts, not from GEMM epilogues.
+static int check_fp8(const Optimizations *o, char *err) {
+    if (o->fp8 && !o->kernel_fusion)
+        return fail(err, "--fp8 needs --kernel-fusion (chapter 04): its GEMMs are cuBLASLt's");
+    return 0;
+}
+
 int run_plan_build(RunPlan *plan, const Optimizations *o, int Vp, int micro_batches, char *err) {
     memset(plan, 0, sizeof *plan);
-    if (check_step(o, micro_batches, err)) return -1;
+    if (check_step(o, micro_batches, err) || check_fp8(o, err)) return -1;
     plan->ops = gpu_ops_select(o, &plan->launch);
     // The model's buffers: chapter 04's fused classifier keeps no
     // probabilities and writes dlogits over the logits; chapter 05's flash
@@ -36,6 +44,7 @@ int run_plan_build(RunPlan *plan, const Optimizations *o, int Vp, int micro_batc
     // pass needs a larger scratch (memory_plan.c).
     plan->logits_stride = gpu_ops_logits_stride(o, Vp);
     plan->lt_gemms = o->kernel_fusion;
+    plan->fp8 = o->fp8;
     // The update.
     plan->host_reads_norm = !o->sync_avoidance;
     plan->fused_update = o->fused_optimizer;

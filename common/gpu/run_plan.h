@@ -30,6 +30,7 @@ typedef struct {
     int keeps_scores;      // 00-04: attention's (B,NH,T,T) probabilities; else a row's lse (05)
     int logits_stride;     // the logits' row stride: Vp, or more (gpu_ops_logits_stride)
     int lt_gemms;          // 04: GEMMs on cuBLASLt, with its workspace (and padded copies)
+    int fp8;               // 13: the linear layers' GEMMs on FP8 copies of their operands
     // The update (gpt2_gpu_update).
     int host_reads_norm;   // 00-02: the gradient norm read back by the host (which clips, to 08)
     int fused_update;      // 09: one AdamW launch for every tensor, the clipping folded in

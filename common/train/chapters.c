@@ -26,6 +26,7 @@ static const Chapter CHAPTERS[] = {
     {10, "10_8bit_optimizer", "8-bit optimizer", "bf16"},
     {11, "11_last_mile", "The last mile", "bf16"},
     {12, "12_fast_attention", "Attention at Hopper's pace", "bf16"},
+    {13, "13_fp8", "FP8 GEMMs", "bf16"},
 };
 
 typedef struct {
@@ -59,6 +60,9 @@ static const SwitchRow SWITCHES[] = {
     // bf16 tensor cores, like chapter 05's (on other GPUs it runs chapter
     // 05's kernels: gpu_ops.c).
     {{"fast-attention", 12, "bf16"}, offsetof(Optimizations, fast_attention)},
+    // The linear layers' GEMMs on FP8 operands, cast from bf16 (on a GPU
+    // without FP8 tensor cores it runs chapter 12's bf16 GEMMs: gpt2_gpu.c).
+    {{"fp8", 13, "bf16"}, offsetof(Optimizations, fp8)},
 };
 // ANCHOR_END: chapter_table
 #define NUM_CHAPTERS ((int)(sizeof CHAPTERS / sizeof CHAPTERS[0]))

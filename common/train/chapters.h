@@ -53,6 +53,7 @@ typedef struct {
     int gemm_autotune;   // 11: each GEMM shape's cuBLASLt kernel picked by timing its candidates
     int tuned_layernorm; // 11: the layernorm backward's column sums in 16-byte vectors
     int fast_attention;  // 12: Hopper's flash attention: TMA, warp specialization, overlap (v4)
+    int fp8;             // 13: the linear layers' GEMMs on FP8 operands, with delayed scales
 } Optimizations;
 
 typedef struct {
