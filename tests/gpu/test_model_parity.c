@@ -233,12 +233,17 @@ static void assert_cosine(const char *what, const float *got, const float *ref, 
 
 // And its size: the ratio of the norms within TOL_GRAD_NORM_RATIO of 1. The
 // cosine cannot see a gradient twice too large.
-static void assert_norm_ratio(const char *what, const float *got, const float *ref, size_t n) {
+static void assert_norm_ratio_within(const char *what, const float *got, const float *ref,
+                                     size_t n, double max_off) {
     double r = norm_ratio(got, ref, n);
     if (getenv("GPU_TEST_VERBOSE"))
-        fprintf(stderr, "  %-40s |gpu| / |cpu| = %.6f (1 +- %g)\n", what, r, TOL_GRAD_NORM_RATIO);
-    cr_assert(fabs(r - 1) <= TOL_GRAD_NORM_RATIO,
-              "%s: |gpu| / |cpu| = %.6f, more than %g from 1", what, r, TOL_GRAD_NORM_RATIO);
+        fprintf(stderr, "  %-40s |gpu| / |cpu| = %.6f (1 +- %g)\n", what, r, max_off);
+    cr_assert(fabs(r - 1) <= max_off, "%s: |gpu| / |cpu| = %.6f, more than %g from 1", what, r,
+              max_off);
+}
+
+static void assert_norm_ratio(const char *what, const float *got, const float *ref, size_t n) {
+    assert_norm_ratio_within(what, got, ref, n, TOL_GRAD_NORM_RATIO);
 }
 
 // Every parameter tensor's gradient, `got` against `ref`, by direction
@@ -247,21 +252,30 @@ static void assert_norm_ratio(const char *what, const float *got, const float *r
 // padded vocabulary against an unpadded one) the rows both have, the first
 // ones, are compared. Empty tensors (a tied lm_head) are skipped. `vs` names
 // the comparison in the messages.
-static void assert_gradients_agree(const float *got, const size_t got_sizes[NUM_PARAM_TENSORS],
-                                   const float *ref, const size_t ref_sizes[NUM_PARAM_TENSORS],
-                                   const char *vs) {
+static void assert_gradients_agree_within(const float *got,
+                                          const size_t got_sizes[NUM_PARAM_TENSORS],
+                                          const float *ref,
+                                          const size_t ref_sizes[NUM_PARAM_TENSORS],
+                                          const char *vs, double min_cosine, double max_norm_off) {
     for (int t = 0; t < NUM_PARAM_TENSORS; t++) {
         const size_t n = got_sizes[t] < ref_sizes[t] ? got_sizes[t] : ref_sizes[t];
         if (n > 0) {
             char what[96];
             snprintf(what, sizeof what, "gradient of %s, %s", gpt2_param_names[t], vs);
             print_max_diff(what, got, ref, n);
-            assert_cosine(what, got, ref, n, TOL_GPU_GRAD_COSINE_BF16);
-            assert_norm_ratio(what, got, ref, n);
+            assert_cosine(what, got, ref, n, min_cosine);
+            assert_norm_ratio_within(what, got, ref, n, max_norm_off);
         }
         got += got_sizes[t];
         ref += ref_sizes[t];
     }
+}
+
+static void assert_gradients_agree(const float *got, const size_t got_sizes[NUM_PARAM_TENSORS],
+                                   const float *ref, const size_t ref_sizes[NUM_PARAM_TENSORS],
+                                   const char *vs) {
+    assert_gradients_agree_within(got, got_sizes, ref, ref_sizes, vs, TOL_GPU_GRAD_COSINE_BF16,
+                                  TOL_GRAD_NORM_RATIO);
 }
 
 // bf16 weights that are not the master weights rounded to nearest even
@@ -383,7 +397,18 @@ static void set_constant_schedule(GPT2Gpu *gpu, const AdamWConfig *adamw, int st
 // norm within TOL_GRAD_NORM_RATIO; then five AdamW steps from the same
 // weights on the same batches: losses step by step, and the change of the
 // weights. The model may be tied or not.
-static void check_chapter_matches_previous(int chapter, const GPT2Config *cfg) {
+// How far a chapter may move the model from the one before: bf16's roundings
+// (tolerances.h), or chapter 13's FP8 operands.
+typedef struct {
+    double loss, grad_cosine, grad_norm, steps_cosine;
+} ChapterTolerances;
+
+static const ChapterTolerances BF16_TOLERANCES = {TOL_GPU_LOSS_BF16, TOL_GPU_GRAD_COSINE_BF16,
+                                                  TOL_GRAD_NORM_RATIO,
+                                                  TOL_GPU_ADAMW_STEPS_COSINE_BF16};
+
+static void check_chapter_matches_previous_within(int chapter, const GPT2Config *cfg,
+                                                  const ChapterTolerances *tol) {
     GPT2Cpu cpu;
     GPT2Gpu before, after;
     make_models_of(cfg, &cpu, &before, chapter - 1);
@@ -404,12 +429,13 @@ static void check_chapter_matches_previous(int chapter, const GPT2Config *cfg) {
     float loss_before = gpu_forward_backward(&before, x, y);
     float loss_after = gpu_forward_backward(&after, x, y);
     snprintf(what, sizeof what, "loss: chapter %02d vs %02d", chapter, chapter - 1);
-    gt_compare(what, &loss_after, &loss_before, 1, TOL_GPU_LOSS_BF16);
+    gt_compare(what, &loss_after, &loss_before, 1, tol->loss);
     float *g0 = xmalloc(n * sizeof(float)), *g1 = xmalloc(n * sizeof(float));
     gpt2_gpu_download_floatx(&before, before.grads, g0, n);
     gpt2_gpu_download_floatx(&after, after.grads, g1, n);
     snprintf(what, sizeof what, "chapter %02d vs %02d", chapter, chapter - 1);
-    assert_gradients_agree(g1, after.param_sizes, g0, before.param_sizes, what);
+    assert_gradients_agree_within(g1, after.param_sizes, g0, before.param_sizes, what,
+                                  tol->grad_cosine, tol->grad_norm);
     // Five steps each, from the same weights (the first step's gradients above
     // are recomputed: step_both-style, on the batches of seed 100 + step).
     for (int step = 1; step <= STEPS; step++) {
@@ -419,7 +445,7 @@ static void check_chapter_matches_previous(int chapter, const GPT2Config *cfg) {
         update_at(&after, &adamw, step);
         snprintf(what, sizeof what, "loss at step %d, chapter %02d vs %02d", step, chapter,
                  chapter - 1);
-        gt_compare(what, &l1, &l0, 1, TOL_GPU_LOSS_BF16);
+        gt_compare(what, &l1, &l0, 1, tol->loss);
     }
     float *w0 = xmalloc(n * sizeof(float)), *w1 = xmalloc(n * sizeof(float));
     gpt2_gpu_get_params(&before, w0);
@@ -427,12 +453,16 @@ static void check_chapter_matches_previous(int chapter, const GPT2Config *cfg) {
     for (size_t i = 0; i < n; i++) w0[i] -= cpu.params[i], w1[i] -= cpu.params[i];
     snprintf(what, sizeof what, "change of all weights over 5 steps, chapter %02d vs %02d",
              chapter, chapter - 1);
-    assert_cosine(what, w1, w0, n, TOL_GPU_ADAMW_STEPS_COSINE_BF16);
-    assert_norm_ratio(what, w1, w0, n);
+    assert_cosine(what, w1, w0, n, tol->steps_cosine);
+    assert_norm_ratio_within(what, w1, w0, n, tol->grad_norm);
     free(g0), free(g1), free(w0), free(w1);
     gpt2_gpu_free(&before);
     gpt2_gpu_free(&after);
     gpt2_cpu_free(&cpu);
+}
+
+static void check_chapter_matches_previous(int chapter, const GPT2Config *cfg) {
+    check_chapter_matches_previous_within(chapter, cfg, &BF16_TOLERANCES);
 }
 
 // The vocabulary of 250 makes chapter 04's logits rows 256 long
@@ -950,6 +980,78 @@ Test(model, fast_attention_is_chapter_11_where_v4_does_not_run) {
     cfg.channels = 128, cfg.num_heads = 2;
     gt_ctx.hopper = 0;  // as GPT2_PORTABLE_KERNELS=1 does, and every other GPU
     check_same_bits_as_chapter_11(&cfg, "heads of 64, the portable kernels");
+}
+
+// ---- chapter 13: FP8 GEMMs ----------------------------------------------------------
+// The tiny model with heads of 64, against chapter 12's, within FP8's
+// tolerances (tolerances.h: why they are what they are). Its first step runs
+// current scaling, the four after it delayed scales from the first's amaxes.
+static const ChapterTolerances FP8_TOLERANCES = {TOL_GPU_LOSS_FP8, TOL_GPU_GRAD_COSINE_FP8,
+                                                 TOL_GRAD_NORM_RATIO_FP8,
+                                                 TOL_GPU_ADAMW_STEPS_COSINE_FP8};
+
+Test(model, fp8_matches_chapter_12) {
+    if (!gt_ctx.fp8) cr_skip_test("FP8 GEMMs need a GPU of compute capability 8.9 or later");
+    GPT2Config cfg = tiny(1, 1);
+    cfg.channels = 128, cfg.num_heads = 2;
+    check_chapter_matches_previous_within(13, &cfg, &FP8_TOLERANCES);
+}
+
+// The casts' amaxes are integer maxima and the bias gradients' sums have a
+// fixed order: the same batch twice, the same bits (current scaling, the
+// first step's); then two models, three steps each from the same weights,
+// the same weights (the later steps' delayed scales).
+Test(model, fp8_is_deterministic) {
+    GPT2Config cfg = tiny(1, 1);
+    cfg.channels = 128, cfg.num_heads = 2;
+    check_deterministic_of(13, &cfg);
+    GPT2Cpu cpu;
+    GPT2Gpu m[2];
+    make_models_of(&cfg, &cpu, &m[0], 13);
+    make_models_of(&cfg, &cpu, &m[1], 13);
+    AdamWConfig adamw = adamw_default_config();
+    const size_t n = m[0].num_params;
+    float *w[2] = {xmalloc(n * sizeof(float)), xmalloc(n * sizeof(float))};
+    for (int i = 0; i < 2; i++) {
+        set_constant_schedule(&m[i], &adamw, 3);
+        for (int step = 1; step <= 3; step++) {
+            int32_t x[B * T], y[B * T];
+            random_batch(x, y, cfg.vocab_size, 200 + step);
+            gpu_forward_backward(&m[i], x, y);
+            update_at(&m[i], &adamw, step);
+        }
+        gpt2_gpu_get_params(&m[i], w[i]);
+        gpt2_gpu_free(&m[i]);
+    }
+    gt_assert_identical("weights after 3 FP8 steps, two runs", w[1], w[0], n);
+    free(w[0]), free(w[1]);
+    gpt2_cpu_free(&cpu);
+}
+
+// Where FP8 GEMMs do not run (GPT2_PORTABLE_KERNELS=1, or a GPU before
+// compute capability 8.9), chapter 13 is chapter 12, bit for bit.
+Test(model, fp8_is_chapter_12_where_fp8_does_not_run) {
+    GPT2Config cfg = tiny(1, 1);
+    cfg.channels = 128, cfg.num_heads = 2;
+    gt_ctx.fp8 = 0;
+    GPT2Cpu cpu;
+    GPT2Gpu twelve, thirteen;
+    make_models_of(&cfg, &cpu, &twelve, 12);
+    make_models_of(&cfg, &cpu, &thirteen, 13);
+    cr_assert(!thirteen.fp8_on, "chapter 13 made FP8 buffers on a context without FP8");
+    int32_t x[B * T], y[B * T];
+    random_batch(x, y, cfg.vocab_size, 15);
+    const size_t n = twelve.num_params;
+    float *g12 = xmalloc(n * sizeof(float)), *g13 = xmalloc(n * sizeof(float));
+    float l12 = gpu_forward_backward(&twelve, x, y), l13 = gpu_forward_backward(&thirteen, x, y);
+    gpt2_gpu_download_floatx(&twelve, twelve.grads, g12, n);
+    gpt2_gpu_download_floatx(&thirteen, thirteen.grads, g13, n);
+    gt_assert_identical("loss, chapter 13 vs 12 without FP8", &l13, &l12, 1);
+    gt_assert_identical("gradients, chapter 13 vs 12 without FP8", g13, g12, n);
+    free(g12), free(g13);
+    gpt2_gpu_free(&twelve);
+    gpt2_gpu_free(&thirteen);
+    gpt2_cpu_free(&cpu);
 }
 #endif
 

@@ -152,7 +152,7 @@ void lab_report(Lab *lab, const LabRow *r) {
 
 static const LabFamily FAMILIES[] = {lab_encoder, lab_layernorm, lab_matmul, lab_attention,
                                      lab_elementwise, lab_classifier, lab_optimizer,
-                                     lab_optimizer8bit};
+                                     lab_optimizer8bit, lab_fp8};
 
 int main(int argc, char **argv) {
     Lab lab;

@@ -104,5 +104,6 @@ void lab_elementwise(Lab *lab);
 void lab_classifier(Lab *lab);
 void lab_optimizer(Lab *lab);
 void lab_optimizer8bit(Lab *lab);
+void lab_fp8(Lab *lab);
 
 #endif
