@@ -7,6 +7,7 @@
 # run this where pip reaches PyPI, before the tree travels to the GPU:
 # build/ is ignored by git but copied with the tree when named (carried), and
 # tools/bench.sh installs the wheel from there into a folder of its own.
+# WHEELS names another folder (bench.sh reads the same variable).
 #
 # The wheel is pure Python (py3-none-any): the same file for every Python 3
 # and every machine. pip is told the target's tags (--platform any ...) so
@@ -19,7 +20,7 @@ PYTHON=${PYTHON:-python3}
 version=0.18.0
 wheel=torchao-$version-py3-none-any.whl
 sha256=5c2b4485341bf28b7fed2c4fc95b9f298e209f41685350f067de85527a05585e
-dest=build/wheels
+dest=${WHEELS:-build/wheels}  # the folder tools/bench.sh looks in (its WHEELS)
 
 sum_of() { sha256sum "$1" | cut -d' ' -f1; }
 
