@@ -4,16 +4,17 @@
 # float8 rows use (tools/pytorch_reference.py's mode
 # compile-bf16-sdpa-vocab-tied-fused-lossonly-float8); it does not come with
 # torch, and the GPU machines have no package index to install it from. So
-# run this where pip reaches PyPI, before the tree travels to the GPU:
-# build/ is ignored by git but copied with the tree when named (carried), and
-# tools/bench.sh installs the wheel from there into a folder of its own.
+# run this where pip reaches PyPI, before the tree travels to the GPU.
+# build/ is ignored by git: a copy of the tree must take build/wheels along
+# by name. tools/bench.sh installs the wheel from there into a folder of its
+# own.
 # WHEELS names another folder (bench.sh reads the same variable).
 #
 # The wheel is pure Python (py3-none-any): the same file for every Python 3
-# and every machine. pip is told the target's tags (--platform any ...) so
-# that it neither needs this machine's Python to match the GPU machine's nor
-# picks a wheel with compiled parts; --python-version only satisfies pip's
-# rule that a foreign target names one.
+# and every machine. pip is told to look for that kind only (--platform any
+# --implementation py --abi none, binaries only), so that this machine's
+# Python and platform do not decide which file comes; a py3 wheel fits the
+# 3.12 named, as it fits any Python 3.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
