@@ -28,7 +28,8 @@
 # OURS (1: our rows and profiles; 0: PyTorch's only), EXTRAS (1: the ablations and the
 # larger batch too; last: only those of the last chapter; 0: none), APPEND (1: add the rows to an existing results.csv and keep its
 # environment.txt: a bench split over two sessions of one machine).
-# RESULTS (results/<gpu>: where the files go).
+# RESULTS (results/<gpu>: where the files go). WHEELS (build/wheels: where
+# tools/fetch_torchao.sh puts torchao's wheel, which PyTorch's float8 rows need).
 #
 # Each chapter runs in the trainer built for its precision: the chapter
 # table (--list-chapters: chapter, precision, switch, title) says which.
@@ -43,7 +44,10 @@ B=${B:-16} T=${T:-1024} STEPS=${STEPS:-25} WARMUP=${WARMUP:-5} LARGE_B=${LARGE_B
 TRAINER_FP32=${TRAINER_FP32:-build/train_gpt2_fp32} TRAINER_BF16=${TRAINER_BF16:-build/train_gpt2_bf16}
 PYTHON=${PYTHON:-python3} PYTORCH=${PYTORCH:-1} PROFILE_STEPS=${PROFILE_STEPS:-5}
 EXTRAS=${EXTRAS:-1} OURS=${OURS:-1} APPEND=${APPEND:-0} PYTORCH_ONLY=${PYTORCH_ONLY:-}
+WHEELS=${WHEELS:-build/wheels}
 table=$("$TRAINER_FP32" --list-chapters)
+last=$(echo "$table" | awk 'NR > 1 {print $1}' | tail -1)
+before_last=$(echo "$table" | awk 'NR > 1 {print $1}' | tail -2 | head -1)
 
 trainer_for() {  # chapter -> the trainer binary of its precision
   case $(echo "$table" | awk -v ch="$1" 'NR > 1 && $1 == ch {print $2}') in
@@ -62,11 +66,47 @@ if [ "$APPEND" != 1 ] || [ ! -f "$csv" ]; then
   echo "label,chapter,B,T,steps,ms_per_step,tok_per_s,tflops,mfu,peak_mem_gib,data_ms,forward_ms,backward_ms,optimizer_ms" > "$csv"
 fi
 
+# torchao (PyTorch's float8 training, for the float8 rows) does not come
+# with torch, and a GPU machine may have no package index: its wheel travels
+# with the tree in $WHEELS (tools/fetch_torchao.sh). It is installed into a
+# folder of this run's own, put on PYTHONPATH for PyTorch's rows only, so the
+# machine's Python stays as it was. Without it, the float8 rows are skipped
+# with a line that says why (unless that Python already has torchao). Only
+# a table with chapter 13 has float8 rows.
+torchao_site= torchao_missing= torchao_note=
+if [ "$PYTORCH" != 0 ] && [ "$last" -ge 13 ]; then
+  torchao_wheel=$(ls "$WHEELS"/torchao-*.whl 2>/dev/null | sort -V | tail -1)
+  if [ -n "$torchao_wheel" ]; then
+    torchao_site=$(mktemp -d)
+    torchao_dir=$torchao_site  # removed at the end, even when the install failed
+    trap 'rm -rf "$torchao_dir"' EXIT
+    if $PYTHON -m pip --version >/dev/null 2>&1; then
+      log=$($PYTHON -m pip install --quiet --no-deps --no-index --target "$torchao_site" \
+            "$torchao_wheel" 2>&1) || torchao_missing="pip could not install $torchao_wheel: $(tail -1 <<<"$log")"
+    else
+      # No pip in that Python: a pure-Python wheel is a zip archive laid
+      # out as installed, so unpacking it is the same install.
+      log=$($PYTHON -m zipfile -e "$torchao_wheel" "$torchao_site" 2>&1) \
+        || torchao_missing="could not unpack $torchao_wheel: $(tail -1 <<<"$log")"
+    fi
+    # The wheel also ships torchao's own tests as a top-level package named
+    # test, which on PYTHONPATH would hide Python's package of that name.
+    rm -rf "$torchao_site/test"
+    torchao_note="$(basename "$torchao_wheel") from $WHEELS, for the float8 rows"
+  elif $PYTHON -c 'import torchao.float8' >/dev/null 2>&1; then
+    torchao_note="$PYTHON's own, for the float8 rows"
+  else
+    torchao_missing="no torchao wheel in $WHEELS: run tools/fetch_torchao.sh (where pip reaches PyPI) first"
+  fi
+  [ -z "$torchao_missing" ] || { torchao_site=; torchao_note="none: the float8 rows were skipped ($torchao_missing)"; }
+fi
+
 [ "$APPEND" = 1 ] || {
   echo "gpu: $gpu_name"
   echo "driver: $(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -1)"
   echo "cuda: $(nvcc --version 2>/dev/null | grep -o 'release [0-9.]*' | cut -d' ' -f2)"
   echo "pytorch: $($PYTHON -c 'import torch; print(torch.__version__)' 2>/dev/null)"
+  [ -z "$torchao_note" ] || echo "torchao: $torchao_note"
   echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
   # COMMIT names the code when the tree was copied without its .git folder.
   echo "commit: ${COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}"
@@ -107,8 +147,15 @@ pytorch() {  # label, batch, mode
   # it gets a label of its own, and the first row keeps its number.
   local label=$1
   grep -q "^$label," "$csv" && label=$label-rerun
+  # The float8 modes need torchao (installed above, or the reason it is not).
+  if [[ $3 == *-float8 ]] && [ -n "$torchao_missing" ]; then
+    echo "== $label (B=$2) skipped: $torchao_missing =="
+    return 0
+  fi
   echo "== $label (B=$2) =="
-  $PYTHON tools/pytorch_reference.py bench --mode "$3" --B "$2" --T "$T" \
+  local pythonpath=${PYTHONPATH:-}
+  [ -z "$torchao_site" ] || pythonpath=$torchao_site${pythonpath:+:$pythonpath}
+  PYTHONPATH=$pythonpath $PYTHON tools/pytorch_reference.py bench --mode "$3" --B "$2" --T "$T" \
     --steps $((STEPS - WARMUP)) --warmup "$WARMUP" --label "$label" --out-csv "$csv.torch" \
     || echo "!! $1 at B=$2 failed (see above)"
 }
@@ -116,8 +163,6 @@ pytorch() {  # label, batch, mode
 chapters=${CHAPTERS:-$(echo "$table" | awk 'NR > 1 {print $1}')}
 # An appended session says so in environment.txt: its rows are another run's.
 [ "$APPEND" = 1 ] && echo "appended: $(date -u +%Y-%m-%dT%H:%M:%SZ), commit ${COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}:$([ "$OURS" = 1 ] && echo " chapters $(echo $chapters) and their profiles")$([ "$PYTORCH" != 0 ] && echo " PyTorch rows ($PYTORCH${PYTORCH_ONLY:+, matching $PYTORCH_ONLY})")" >> "$out/environment.txt"
-last=$(echo "$table" | awk 'NR > 1 {print $1}' | tail -1)
-before_last=$(echo "$table" | awk 'NR > 1 {print $1}' | tail -2 | head -1)
 [ "$OURS" = 1 ] && for ch in $chapters; do ours "ch$(printf %02d "$ch")" "$B" "$ch"; done
 [ "$OURS" = 1 ] && for ch in $chapters; do profile "$ch"; done
 # Leave-one-out ablations at the last chapter: each run-time switch off in
@@ -151,6 +196,9 @@ done
 # stronger of the two, which the book compares with.
 pytorch pytorch-compile-bf16-flash "$B" compile-bf16-flash
 pytorch pytorch-lossonly "$B" compile-bf16-sdpa-vocab-tied-fused-lossonly
+# That recipe with the blocks' matrix products in float8 (torchao's
+# tensorwise scaling; the lm_head stays bf16), beside chapter 13's FP8 GEMMs.
+[ "$last" -ge 13 ] && pytorch pytorch-float8 "$B" compile-bf16-sdpa-vocab-tied-fused-lossonly-float8
 # The larger batch, and the runs the chapters' own arguments rest on:
 # chapter 03's fit of a step's time against the batch (chapters 00 and 03 at
 # B=LARGE_B) and its switch turned off in its own chapter.
@@ -178,6 +226,7 @@ if [ "$OURS" = 1 ]; then
 fi
 pytorch "pytorch-compile-bf16-flash-B$HEAD_B" "$HEAD_B" compile-bf16-flash
 pytorch "pytorch-lossonly-B$HEAD_B" "$HEAD_B" compile-bf16-sdpa-vocab-tied-fused-lossonly
+[ "$last" -ge 13 ] && pytorch "pytorch-float8-B$HEAD_B" "$HEAD_B" compile-bf16-sdpa-vocab-tied-fused-lossonly-float8
 
 # PyTorch's rows, without their own header line.
 [ -f "$csv.torch" ] && grep -v '^label,' "$csv.torch" >> "$csv" && rm -f "$csv.torch"

@@ -41,6 +41,12 @@ Commands (from the repository root; `--help` on each for every option):
   python3 tools/pytorch_reference.py bench --mode compile-bf16-sdpa-vocab-tied-fused \
       --B 16 --T 1024 --steps 30 --warmup 10 --out-csv results/pytorch.csv --label pytorch-best
 
+  # the same step with the blocks' linear layers in float8 through torchao
+  # (which this mode alone imports: tools/fetch_torchao.sh fetches its wheel);
+  # the lm_head stays in bf16, as bench's docstring explains
+  python3 tools/pytorch_reference.py bench \
+      --mode compile-bf16-sdpa-vocab-tied-fused-lossonly-float8 --B 16 --T 1024
+
 File formats (little-endian, as common/files/checkpoint.h and common/files/debug_state.h):
   checkpoint   256 int32 header: [0]=20240326 [1]=3 [2]=max_seq_len [3]=V [4]=L
                [5]=H [6]=C [7]=Vp [8]=1 if untied else 0, the rest 0; then every
@@ -572,6 +578,7 @@ class BenchMode:
     fused_adamw: bool      # AdamW(fused=True), foreach clipping; else one tensor at a time
     foreach_adamw: bool = False  # not fused: AdamW(foreach=True), PyTorch's default on a GPU
     loss_only: bool = False  # the compiled forward returns the loss alone, not the logits
+    float8: bool = False   # torchao float8 training for the blocks' linears (not lm_head)
 
 
 # The PyTorch ladder. From compile-bf16 on, each row is the row above it plus
@@ -604,6 +611,11 @@ MODES = {
     "compile-bf16-sdpa-vocab-tied-fused-lossonly":
         BenchMode("08-12", True,   True,   False,  True,    "sdpa",    True,   True,   True,
                   loss_only=True),
+    # The same, with the blocks' matrix products in float8 (torchao), beside
+    # chapter 13's FP8 GEMMs. It needs torchao (tools/fetch_torchao.sh).
+    "compile-bf16-sdpa-vocab-tied-fused-lossonly-float8":
+        BenchMode("13",    True,   True,   False,  True,    "sdpa",    True,   True,   True,
+                  loss_only=True, float8=True),
 }
 # Old names, kept so that rows measured under them still read right. The row
 # records the name it was asked for (its `chapter` column: pytorch:NAME).
@@ -667,8 +679,54 @@ def attention_rewrites():
     return counters["inductor"]["fuse_attention"]
 
 
+def import_torchao_float8(mode_name):
+    """torchao's float8 training API, imported only for the float8 mode (the
+    other modes, --help and --list-modes need no torchao). Without torchao
+    the run ends with one line saying where to get it."""
+    try:
+        from torchao.float8 import Float8LinearConfig, convert_to_float8_training
+    except ImportError as e:
+        sys.exit(f"bench: mode {mode_name} needs the Python package torchao, which does not "
+                 f"import here ({e}): run tools/fetch_torchao.sh, which puts its wheel in "
+                 f"build/wheels for tools/bench.sh to install, or pip install torchao==0.18.0")
+    return Float8LinearConfig, convert_to_float8_training
+
+
+def convert_blocks_to_float8(model, device, mode_name):
+    """Swaps the four nn.Linear of every block (attn.qkv, attn.proj, mlp.fc,
+    mlp.proj) for torchao's Float8Linear, in place. Each of their matrix
+    products, forward and backward, then multiplies float8 copies of its
+    operands (e4m3 for activations and weights, e5m2 for the output's
+    gradient), each scaled by one number computed at every call from that
+    tensor's largest magnitude: the "tensorwise" recipe, torchao's default.
+    The weights, their gradients and AdamW's state keep their dtypes. The
+    lm_head (and so wte, tied to it) stays as the bf16 recipe has it: see
+    cmd_bench's docstring for why. Returns the number of layers converted."""
+    Float8LinearConfig, convert_to_float8_training = import_torchao_float8(mode_name)
+    config = Float8LinearConfig.from_recipe_name("tensorwise")
+    if device.type != "cuda":
+        # The CPU smoke test has no float8 matrix units: torchao then
+        # multiplies the float8 values in higher precision instead.
+        config = replace(config, emulate=True)
+    converted = []
+
+    def in_a_block(module, fqn):  # fqn: "blocks.3.mlp.fc"; the lm_head's is "lm_head"
+        if fqn.startswith("blocks."):
+            converted.append(fqn)
+            return True
+        return False
+
+    convert_to_float8_training(model, module_filter_fn=in_a_block, config=config)
+    expected = 4 * model.cfg.num_layers
+    if len(converted) != expected:  # the model's layout changed under this filter
+        sys.exit(f"bench: float8 converted {len(converted)} linear layers, expected {expected}")
+    return len(converted)
+
+
 def build_for_bench(mode, a, device):
     """The model and its optimizer, shaped and switched as the mode says."""
+    if mode.float8:  # before any work: a missing torchao ends the run at once
+        import_torchao_float8(a.mode)
     set_tf32(mode.tf32)
     torch.manual_seed(a.seed)
     V = a.vocab
@@ -680,6 +738,14 @@ def build_for_bench(mode, a, device):
         sys.exit(f"bench: T={a.T} exceeds max_seq_len={cfg.max_seq_len}")
     model = GPT2(cfg, attention=mode.attention).to(device)
     model.init_weights(a.seed)
+    if mode.float8:
+        # Before torch.compile (make_train_step), which then compiles the
+        # casts and scalings together with the rest of the step; and before
+        # the optimizer, though Float8Linear keeps the very same weight and
+        # bias Parameters, so either order would give AdamW the same tensors.
+        n = convert_blocks_to_float8(model, device, a.mode)
+        print(f"# float8 (torchao, tensorwise): {n} linear layers of the blocks; "
+              f"lm_head in bf16", file=sys.stderr)
     # Not fused: foreach=False asks for the loop over tensors (chapter 00's
     # AdamW); left unset, PyTorch would pick its multi-tensor version on a GPU,
     # which the foreach mode asks for by name.
@@ -801,6 +867,43 @@ def cmd_bench(a):
                             Chapter 08 (data workers) has no PyTorch change:
                             the tokens already wait on the device. Chapters
                             10-12 compare against this row.
+      compile-bf16-sdpa-vocab-tied-fused-lossonly  08-12  the same, with a
+                            compiled forward that returns only the loss (no
+                            (B,T,Vp) logits kept alive as an output)
+      compile-bf16-sdpa-vocab-tied-fused-lossonly-float8  13  + torchao's
+                            float8 training (torchao 0.18.0, not installed
+                            with torch: tools/fetch_torchao.sh). Before
+                            torch.compile, the four nn.Linear of every block
+                            (attn.qkv, attn.proj, mlp.fc, mlp.proj) become
+                            torchao's Float8Linear: each of their matrix
+                            products, forward and backward, multiplies
+                            float8 copies of its operands, each scaled by one
+                            number from its largest magnitude, computed anew
+                            at every call ("tensorwise" dynamic scaling,
+                            torchao's default recipe). Weights, gradients
+                            and AdamW's state keep their precision; MFU is
+                            still against the BF16 peak.
+                            The lm_head (the tied wte) stays in bf16. Its
+                            output, the (B,T,Vp) logits with Vp=50304, is the
+                            step's largest activation, over 16 times the widest
+                            block output (4C=3072): tensorwise scaling of the
+                            logits' gradient needs a reduction over all of it
+                            and then a cast of all of it, far more casting
+                            than any block layer's; and those logits go
+                            straight into the softmax and the loss.
+                            torchao's automatic filter
+                            (_auto_filter_for_recipe) has another rule: it
+                            leaves in high precision layers whose sizes are
+                            not multiples of 16, and small ones (for
+                            tensorwise, K <= 4096 with N <= 1024: here
+                            attn.proj and mlp.proj, N=768), and by it the
+                            lm_head would be converted. This mode does not
+                            use that filter: it converts all four block
+                            layers, so that its row has every block GEMM in
+                            float8, and keeps the lm_head out for the
+                            reasons above. Without torchao the run ends with
+                            one line saying how to get it. On the CPU (the
+                            smoke test) torchao emulates the float8 GEMMs.
       compile-bf16-flash  an alias of compile-bf16-sdpa-vocab-tied-fused (its
                             old name, kept for the rows measured under it)
     The cross-entropy always excludes the padding logits (as the C trainer).

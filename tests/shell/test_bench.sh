@@ -76,6 +76,104 @@ on_a_gpu_the_last_two_chapters_run_at_the_headline_batch() {
   says "$work/results/environment.txt" "head_B=64"
 }
 
+# For PyTorch's rows without PyTorch: a stand-in chapter table of chapters
+# 0 to $1, for the stand-in trainer's --list-chapters; and a stand-in Python
+# that has pip (an install makes torchao/ and test/ in its --target), has
+# neither torch nor torchao of its own (every -c fails), and, run as
+# pytorch_reference.py, logs its command line to $work/calls after what its
+# PYTHONPATH's first folder holds, and writes a row.
+pytorch_stand_ins() {
+  stand_ins
+  cat >"$work/table" <<TABLE
+#!/bin/sh
+echo "chapter  precision  switch  title"
+i=0
+while [ \$i -le $1 ]; do echo "      \$i  bf16  -  Chapter \$i"; i=\$((i + 1)); done
+TABLE
+  cat >"$work/python" <<'PY'
+#!/usr/bin/env bash
+case "$1 $2" in
+  "-m pip")
+    [ "$3" = install ] || exit 0
+    echo "pip $*" >>"$CALLS"
+    while [ $# -gt 0 ]; do [ "$1" = --target ] && mkdir -p "$2/torchao" "$2/test"; shift; done
+    exit 0 ;;
+  "tools/pytorch_reference.py bench") ;;
+  *) exit 1 ;;
+esac
+first=${PYTHONPATH%%:*}
+echo "torchao=$([ -n "$first" ] && [ -d "$first/torchao" ] && echo yes || echo no)" \
+  "test=$([ -n "$first" ] && [ -d "$first/test" ] && echo yes || echo no) PYTHONPATH=${PYTHONPATH:-} $*" >>"$CALLS"
+while [ $# -gt 0 ]; do
+  case $1 in --B) b=$2 ;; --label) label=$2 ;; --out-csv) csv=$2 ;; esac
+  shift
+done
+echo "$label,pytorch,$b,1024,3,1.0,1,1,0.1,1,,,," >>"$csv"
+PY
+  chmod +x "$work/table" "$work/python"
+  mkdir -p "$work/wheels"
+  : >"$work/wheels/torchao-0.18.0-py3-none-any.whl"
+}
+
+# bench.sh with the stand-ins, PyTorch's rows only; extra settings first.
+pytorch_bench() {
+  env PATH="$work/bin:$PATH" TABLE_FROM="$work/table" CALLS="$work/calls" \
+    RESULTS="$work/results" TRAINER_FP32="$work/trainer" TRAINER_BF16="$work/trainer" \
+    PYTHON="$work/python" OURS=0 EXTRAS=0 B=16 HEAD_B=64 WHEELS="$work/wheels" "$@" \
+    bash tools/bench.sh
+}
+
+# From chapter 13 on, PyTorch's float8 recipe gets two rows, at B and at
+# HEAD_B, each right after the lossonly row of its batch, run with torchao
+# installed from the wheel into a folder of its own that is on their
+# PYTHONPATH (without the wheel's test package) and is gone afterwards.
+with_chapter_13_the_float8_rows_run_with_the_torchao_wheel() {
+  pytorch_stand_ins 13
+  expect_status 0 pytorch_bench || return 1
+  local mode=compile-bf16-sdpa-vocab-tied-fused-lossonly-float8 site labels
+  grep -q "^pip -m pip install --quiet --no-deps --no-index --target [^ ]* $work/wheels/torchao-0.18.0-py3-none-any.whl$" "$work/calls" \
+    || fail "no pip install of the wheel: $(cat "$work/calls")" || return 1
+  site=$(grep '^pip ' "$work/calls" | sed 's/.*--target \([^ ]*\) .*/\1/')
+  grep -q "^torchao=yes test=no PYTHONPATH=$site tools/pytorch_reference.py bench --mode $mode --B 16 --T 1024 .*--label pytorch-float8 " "$work/calls" \
+    || fail "pytorch-float8's command: $(grep -- -float8 "$work/calls")" || return 1
+  grep -q "^torchao=yes test=no PYTHONPATH=$site tools/pytorch_reference.py bench --mode $mode --B 64 --T 1024 .*--label pytorch-float8-B64 " "$work/calls" \
+    || fail "pytorch-float8-B64's command: $(grep -- -float8 "$work/calls")" || return 1
+  [ ! -e "$site" ] || fail "torchao's folder $site is still there" || return 1
+  labels=$(grep -o -- '--label [^ ]*' "$work/calls" | cut -d' ' -f2)
+  grep -A1 -x pytorch-lossonly <<<"$labels" | grep -qx pytorch-float8 \
+    && grep -A1 -x pytorch-lossonly-B64 <<<"$labels" | grep -qx pytorch-float8-B64 \
+    || fail "the float8 rows are not after the lossonly rows: $(echo $labels)" || return 1
+  grep -q "^pytorch-float8,pytorch,16," "$work/results/results.csv" \
+    && grep -q "^pytorch-float8-B64,pytorch,64," "$work/results/results.csv" \
+    || fail "results.csv: $(cut -d, -f1,3 "$work/results/results.csv" | tr '\n' ' ')" || return 1
+  says "$work/results/environment.txt" "torchao: torchao-0.18.0-py3-none-any.whl"
+}
+
+# Without the wheel (and no torchao in that Python), each float8 row says it
+# was skipped and how to get torchao; the other rows run as before.
+without_the_torchao_wheel_the_float8_rows_are_skipped_saying_why() {
+  pytorch_stand_ins 13
+  rm "$work/wheels/torchao-0.18.0-py3-none-any.whl"
+  expect_status 0 pytorch_bench || return 1
+  says "$work/out" "== pytorch-float8 (B=16) skipped: no torchao wheel in $work/wheels: run tools/fetch_torchao.sh" || return 1
+  says "$work/out" "== pytorch-float8-B64 (B=64) skipped: no torchao wheel" || return 1
+  ! grep -q -- '-float8\|^pip ' "$work/calls" || fail "ran: $(grep -- '-float8\|^pip ' "$work/calls")" || return 1
+  grep -q -- "--label pytorch-lossonly-B64 " "$work/calls" || fail "no lossonly row at B=64" || return 1
+  says "$work/results/environment.txt" "torchao: none: the float8 rows were skipped"
+}
+
+# Before chapter 13 there are no float8 rows, and torchao is not installed.
+before_chapter_13_there_are_no_float8_rows() {
+  pytorch_stand_ins 12
+  expect_status 0 pytorch_bench || return 1
+  ! grep -q -- '-float8\|^pip ' "$work/calls" "$work/out" || fail "float8: $(grep -- '-float8\|^pip ' "$work/calls" "$work/out")" || return 1
+  grep -q -- "--label pytorch-lossonly " "$work/calls" || fail "no lossonly row" || return 1
+  ! grep -q "^torchao:" "$work/results/environment.txt" || fail "environment.txt names torchao"
+}
+
 check without_a_gpu_bench_fails_and_writes_nothing
 check on_a_gpu_the_last_two_chapters_run_at_the_headline_batch
+check with_chapter_13_the_float8_rows_run_with_the_torchao_wheel
+check without_the_torchao_wheel_the_float8_rows_are_skipped_saying_why
+check before_chapter_13_there_are_no_float8_rows
 finish
