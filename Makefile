@@ -655,6 +655,15 @@ $(BUILD)/demos/attention_sweep: $(BF16_OBJ)/chapters/05_flash_attention/attentio
 
 gpu-tests-run: $(BUILD)/demos/attention_sweep
 
+# make demo-13: chapters 12 (bf16 GEMMs) and 13 (FP8 GEMMs) trained for 300
+# steps side by side at B=4, then chapter 13 again, byte for byte the same
+# (chapters/13_fp8/fp8_training.sh): results/<gpu>/fp8/ and logs/fp8-*.txt;
+# `make plots` then draws them.
+.PHONY: demo-13
+demo-13: $(BUILD)/train_gpt2_bf16 $(SHAKESPEARE)
+	@if $(EXERCISE_HAVE_GPU); then bash chapters/13_fp8/fp8_training.sh; \
+	else echo "demo-13: no GPU here: nothing was run"; fi
+
 # make demo-12: chapter 12's attention (v4) beside chapter 05's (v2, v3),
 # PyTorch's FlashAttention-2 and cuDNN's attention, at B=16 and B=64, T = 256
 # .. 4096 (the same two programs as demo-05), and the kernel lab's attention

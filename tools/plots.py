@@ -535,7 +535,7 @@ def read_losses(path):
     return train, val
 
 
-def plot_two_runs(ctx, runs, demo, title, name, ylim):
+def plot_two_runs(ctx, runs, demo, title, name, ylim, batch=16):
     """Two runs of a demo side by side: [(log name, label, colour)] from logs/, their
     training and validation losses, and the second's validation loss minus the first's."""
     logs = os.path.join(os.path.dirname(ctx["out"]), "logs")
@@ -565,7 +565,7 @@ def plot_two_runs(ctx, runs, demo, title, name, ylim):
     dax.grid(color="#eeeeee")
     quiet = dict(ctx, when="")  # the demo's own run, not the benchmark's
     return finish(quiet, fig, title,
-                  "GPT-2 124M, B=16, T=1024, the same seed and batches\ndata: TinyShakespeare, "
+                  f"GPT-2 124M, B={batch}, T=1024, the same seed and batches\ndata: TinyShakespeare, "
                   "validation on its held-out tenth", f"{rel(logs)}/{names}, written by {demo}",
                   name), None
 
@@ -622,6 +622,14 @@ def plot_adamw8bit(ctx):
                                ("adamw8bit-ch10.txt", "ch10, 8-bit moments", "#c44e52")],
                          "make demo-10", "8-bit AdamW moments against fp32, side by side",
                          "adamw8bit_loss", (2.5, 8))
+
+
+def plot_fp8(ctx):
+    """Chapter 13's demo: bf16 and FP8 GEMMs, side by side."""
+    return plot_two_runs(ctx, [("fp8-ch12.txt", "ch12, bf16 GEMMs", "#4c72b0"),
+                               ("fp8-ch13.txt", "ch13, FP8 GEMMs", "#c44e52")],
+                         "make demo-13", "FP8 GEMMs against bf16, side by side",
+                         "fp8_loss", (2.5, 8), batch=4)
 
 
 def plot_heatmap(ctx):
@@ -1193,7 +1201,7 @@ def plot_gpu(folder):
                        ("loss_curves", plot_loss), ("heatmap", plot_heatmap),
                        ("gemm_roofline", plot_gemm_roofline), ("tying_loss", plot_tying),
                        ("data_workers", plot_data_workers), ("adamw8bit_loss", plot_adamw8bit),
-                       ("profile_kinds", plot_profile_kinds), ("waterfall", plot_waterfall),
+                       ("fp8_loss", plot_fp8), ("profile_kinds", plot_profile_kinds), ("waterfall", plot_waterfall),
                        ("optimizer", plot_optimizer), ("final_roofline", plot_final_roofline),
                        ("roofline_chNN_BM", plot_demo_roofline)):
         files, why = draw(ctx)
