@@ -9,7 +9,7 @@
 # weights and the optimizer's state) must be the first run's, byte for byte.
 # Logs: results/<gpu>/logs/fp8-ch12.txt, fp8-ch13.txt and fp8-ch13-again.txt,
 # from which `make plots` draws results/<gpu>/plots/fp8_loss.svg; the
-# validation losses side by side: results/<gpu>/fp8/validation.csv.
+# validation losses side by side: results/<gpu>/fp8_training/validation.csv.
 #
 # Settings (environment variables): STEPS (300), B (4), T (1024),
 # TRAINER_BF16 (build/train_gpt2_bf16).
@@ -18,7 +18,7 @@ cd "$(dirname "$0")/../.."
 . tools/demo_env.sh
 STEPS=${STEPS:-300} B=${B:-4} T=${T:-1024} TRAINER=${TRAINER_BF16:-build/train_gpt2_bf16}
 gpu=$(gpu_slug)
-logs=results/${gpu:-gpu}/logs out=results/${gpu:-gpu}/fp8
+logs=results/${gpu:-gpu}/logs out=results/${gpu:-gpu}/fp8_training
 mkdir -p "$logs" "$out"
 write_environment "$out/environment.txt" "B=$B T=$T steps=$STEPS; validation every 25 steps on 8 batches; data TinyShakespeare"
 ckpt=$(mktemp -d)
@@ -42,7 +42,7 @@ val_of() { grep -E "^step +$2 \| val loss" "$logs/$1.txt" | awk '{print $6}'; }
     [ -n "$a" ] && [ -n "$b" ] && echo "$s,$a,$b,$(awk -v a="$a" -v b="$b" 'BEGIN {printf "%.5f", (b - a) / a}')"
   done
 } > "$out/validation.csv"
-column -s, -t < "$out/validation.csv" | awk 'NR == 1 || $1 % 100 == 0'
+awk -F, 'NR == 1 || $1 % 100 == 0 {printf "%-6s %-8s %-8s %s\n", $1, $2, $3, $4}' "$out/validation.csv"
 same=yes
 for f in "$ckpt"/ch13/*; do cmp -s "$f" "$ckpt/ch13-again/$(basename "$f")" || same=no; done
 echo "chapter 13 twice, the final checkpoint byte for byte the same: $same" | tee "$out/run_to_run.txt"
