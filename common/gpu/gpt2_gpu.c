@@ -130,7 +130,7 @@ void gpt2_gpu_init(GPT2Gpu *model, GpuContext *ctx, const GPT2Config *cfg, const
     model->device_bytes += sizeof(AdamWStep);
     model->adamw_step = gpu_malloc(sizeof(AdamWStep), "AdamW step values");
     adamw_tables(model);
-    model->fp8_on = plan->fp8 && ctx->fp8;
+    model->plan.fp8 = model->fp8_on = plan->fp8 && ctx->fp8;  // what memory_plan counts
     if (model->fp8_on) {
         fp8_layers_alloc(&model->fp8, cfg, max_B, max_T);
         model->device_bytes += model->fp8.bytes;

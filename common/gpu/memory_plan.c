@@ -71,8 +71,9 @@ MemoryPlan memory_plan(const GPT2Config *cfg, int B, int T, const RunPlan *run) 
     p.scratch = memory_plan_scratch_floats(cfg, B, T, run) * sizeof(float);
     p.batch = device_batch_bytes(B, T);
     p.scalars = 3 * sizeof(float) + sizeof(AdamWStep);
+    p.fp8 = run->fp8 ? fp8_layers_bytes(cfg, B, T) : 0;
     p.model = p.params + p.grads + p.adam_fp32 + p.adam_8bit + p.master + p.activations +
-              p.scratch + p.batch + p.scalars;
+              p.scratch + p.batch + p.scalars + p.fp8;
     p.gemm = gemm_bytes(cfg, run);
     p.workers = run->workers ? 2 * device_batch_bytes(B, T) : 0;
     // The largest output a trial keeps a copy of: a weight's gradient.
@@ -131,6 +132,7 @@ void memory_plan_print(const MemoryPlan *p, FILE *out) {
         {"activations", p->activations},
         {"scratch (fp32)", p->scratch},
         {"batch (tokens)", p->batch + p->scalars},
+        {"FP8 operands and scales", p->fp8},
         {"cuBLASLt workspace, copies", p->gemm},
         {"data workers' batches", p->workers},
         {"autotuning's trials", p->autotune},

@@ -32,6 +32,7 @@ typedef struct {
     size_t scratch;         // the kernels' one scratch buffer
     size_t batch;           // the model's device batch: tokens, targets, buckets
     size_t scalars;         // the mean loss, the norm, the clip factor, the AdamW step
+    size_t fp8;             // chapter 13: the FP8 operands and their scales (fp8_layers.h)
     size_t model;           // their sum: what gpt2_gpu_init allocates
     // Beside the model.
     size_t gemm;            // cuBLASLt's workspace and padded weight copies (chapter 04 on)
