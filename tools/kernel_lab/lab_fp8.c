@@ -177,14 +177,18 @@ typedef struct {
     int width;     // columns, in units of C
     int bias;      // the bias gradient's column sums too
     int transpose; // rows and transpose, or rows alone
+    Fp8ScaleMode mode;
 } CastRow;
 
+// Delayed scaling, as the model runs every step but its first; and the first
+// row again with current scaling, whose amax pass reads the tensor once more.
 static const CastRow CASTS[] = {
-    {"copy e4m3 (ln, attention out)", FP8_COPY, GEMM_E4M3, 1, 0, 1},
-    {"gelu e4m3 (fc out)", FP8_GELU, GEMM_E4M3, 4, 0, 1},
-    {"copy e5m2 + dbias (dresidual)", FP8_COPY, GEMM_E5M2, 1, 1, 1},
-    {"copy e5m2 + dbias (dqkv)", FP8_COPY, GEMM_E5M2, 3, 1, 1},
-    {"dgelu e5m2 + dbias (dfc)", FP8_DGELU, GEMM_E5M2, 4, 1, 1},
+    {"copy e4m3 (ln, attention out)", FP8_COPY, GEMM_E4M3, 1, 0, 1, FP8_DELAYED},
+    {"gelu e4m3 (fc out)", FP8_GELU, GEMM_E4M3, 4, 0, 1, FP8_DELAYED},
+    {"copy e5m2 + dbias (dresidual)", FP8_COPY, GEMM_E5M2, 1, 1, 1, FP8_DELAYED},
+    {"copy e5m2 + dbias (dqkv)", FP8_COPY, GEMM_E5M2, 3, 1, 1, FP8_DELAYED},
+    {"dgelu e5m2 + dbias (dfc)", FP8_DGELU, GEMM_E5M2, 4, 1, 1, FP8_DELAYED},
+    {"copy e4m3, current scaling", FP8_COPY, GEMM_E4M3, 1, 0, 1, FP8_CURRENT},
 };
 
 typedef struct {
@@ -228,7 +232,7 @@ static void cast_rows(Lab *lab, int B) {
         CastArgs a = {{.op = c->op, .in = lab_upload_x(lab, x, n), .rows = rows, .cols = cols,
                        .format = c->format, .meta = lab_meta(lab), .out = lab_alloc(lab, n),
                        .out_t = c->transpose ? lab_alloc(lab, n) : NULL},
-                      FP8_DELAYED};
+                      c->mode};
         if (c->op == FP8_DGELU) a.cast.pre = lab_upload_x(lab, x, n);
         if (c->bias) {
             a.cast.col_partials = lab_alloc(lab, fp8_cast_partials_floats(rows, cols) * sizeof(float));
@@ -237,7 +241,8 @@ static void cast_rows(Lab *lab, int B) {
         }
         snprintf(shape, sizeof shape, "B=%d %dx%d", B, rows, cols);
         // Reads floatX (twice for dgelu: the gradient and GELU's input), writes one byte per
-        // value for the rows and one for the transpose.
+        // value for the rows and one for the transpose. The least it must move: current
+        // scaling's second read is its cost, not part of this.
         const double bytes = (double)n * (sizeof(floatX) * (c->op == FP8_DGELU ? 2 : 1) + 1 +
                                           (c->transpose ? 1 : 0));
         LabRow r = {"fp8_cast", c->version, shape, 13, err,
