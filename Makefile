@@ -657,7 +657,7 @@ gpu-tests-run: $(BUILD)/demos/attention_sweep
 
 # make demo-13: chapters 12 (bf16 GEMMs) and 13 (FP8 GEMMs) trained for 300
 # steps side by side at B=4, then chapter 13 again, byte for byte the same
-# (chapters/13_fp8/fp8_training.sh): results/<gpu>/fp8/ and logs/fp8-*.txt;
+# (chapters/13_fp8/fp8_training.sh): results/<gpu>/fp8_training/ and logs/fp8-*.txt;
 # `make plots` then draws them.
 .PHONY: demo-13
 demo-13: $(BUILD)/train_gpt2_bf16 $(SHAKESPEARE)

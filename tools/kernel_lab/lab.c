@@ -143,10 +143,12 @@ void lab_report(Lab *lab, const LabRow *r) {
            r->version, r->chapter, r->shape, r->ms, rate, compute ? "TFLOP/s" : "GB/s",
            peak > 0 ? 100 * rate / peak : 0.0, r->error, ok ? "ok" : "FAILED");
     fflush(stdout);
+    // A version with a comma in its name is quoted, so that it stays one field.
+    const char *q = strchr(r->version, ',') ? "\"" : "";
     if (lab->csv)
-        fprintf(lab->csv, "%s,%s,%s,%d,\"%s\",%.5f,%.0f,%.3e,%.2f,%.4f,%.3e,%.1e,%s\n", r->family,
-                r->version, PRECISION_NAME, r->chapter, r->shape, r->ms, r->bytes, r->flops,
-                rate, peak > 0 ? rate / peak : 0.0, r->error, r->tolerance,
+        fprintf(lab->csv, "%s,%s%s%s,%s,%d,\"%s\",%.5f,%.0f,%.3e,%.2f,%.4f,%.3e,%.1e,%s\n",
+                r->family, q, r->version, q, PRECISION_NAME, r->chapter, r->shape, r->ms,
+                r->bytes, r->flops, rate, peak > 0 ? rate / peak : 0.0, r->error, r->tolerance,
                 ok ? "ok" : "FAILED");
 }
 
