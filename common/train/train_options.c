@@ -39,33 +39,37 @@ TrainOptions train_options_default(void) {
 }
 
 // ---- the model's presets --------------------------------------------------------
-static const char *const PRESETS[] = {"tiny", "small", "124m"};
+// Two small shapes for tests and quick runs, and GPT-2's four sizes (llm.c's
+// d12, d24, d36 and d48), all with heads of 64 and a context of 1024.
+static const struct {
+    const char *name;
+    int layers, heads, channels, max_seq_len;
+} PRESETS[] = {
+    {"tiny", 2, 2, 64, 32},      {"small", 4, 4, 128, 64},       {"124m", 12, 12, 768, 1024},
+    {"355m", 24, 16, 1024, 1024}, {"774m", 36, 20, 1280, 1024}, {"1558m", 48, 25, 1600, 1024},
+};
 #define NUM_PRESETS (sizeof PRESETS / sizeof PRESETS[0])
+#define PRESET_NAMES "tiny, small, 124m, 355m, 774m or 1558m"
 
 // Sets the four shape fields of preset `name`; the vocabulary and tying stay.
 static int apply_preset(GPT2Config *m, const char *name, char *err) {
-    if (!strcmp(name, "tiny")) {
-        m->num_layers = 2, m->num_heads = 2, m->channels = 64, m->max_seq_len = 32;
-    } else if (!strcmp(name, "small")) {
-        m->num_layers = 4, m->num_heads = 4, m->channels = 128, m->max_seq_len = 64;
-    } else if (!strcmp(name, "124m")) {
-        int vocab = m->vocab_size, padded = m->padded_vocab_size, tied = m->tied;
-        *m = gpt2_config_124m();
-        m->vocab_size = vocab, m->padded_vocab_size = padded, m->tied = tied;
-    } else {
-        return fail(err, "--model: unknown preset '%s' (expected tiny, small or 124m)", name);
+    for (size_t i = 0; i < NUM_PRESETS; i++) {
+        if (strcmp(name, PRESETS[i].name) != 0) continue;
+        m->num_layers = PRESETS[i].layers, m->num_heads = PRESETS[i].heads;
+        m->channels = PRESETS[i].channels, m->max_seq_len = PRESETS[i].max_seq_len;
+        return 0;
     }
-    return 0;
+    return fail(err, "--model: unknown preset '%s' (expected " PRESET_NAMES ")", name);
 }
 
 // The preset whose shape m has, or NULL.
 static const char *preset_of(const GPT2Config *m) {
     for (size_t i = 0; i < NUM_PRESETS; i++) {
         GPT2Config p = *m;
-        apply_preset(&p, PRESETS[i], NULL);
+        apply_preset(&p, PRESETS[i].name, NULL);
         if (p.num_layers == m->num_layers && p.num_heads == m->num_heads &&
             p.channels == m->channels && p.max_seq_len == m->max_seq_len)
-            return PRESETS[i];
+            return PRESETS[i].name;
     }
     return NULL;
 }
@@ -90,7 +94,8 @@ void train_options_usage(const char *program, const TrainOptions *d) {
         "  --data-threads N      worker threads that read batches, with --data-workers\n"
         "                        (chapter 08; default %d)\n"
         "model:\n"
-        "  --model NAME          preset: tiny, small or 124m (default %s)\n"
+        "  --model NAME          preset: tiny, small, or GPT-2's 124m, 355m, 774m, 1558m\n"
+        "                        (default %s)\n"
         "  --layers N --heads N --channels N --max-seq-len N\n"
         "  --padded-vocab N      rows of wte/lm_head, at least the vocabulary's\n"
         "                        (default: the vocabulary, %d)\n"

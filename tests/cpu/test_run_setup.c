@@ -77,6 +77,24 @@ Test(run_setup, every_mistake_on_the_command_line_is_named) {
                        "--padded-vocab", "100");
 }
 
+// GPT-2's four sizes, tied, with the unpadded vocabulary of 50,257: the
+// parameter counts the sizes are named after (124M, 355M, 774M, 1558M).
+Test(run_setup, the_presets_are_gpt2s_four_sizes) {
+    const struct {
+        const char *name;
+        size_t params;
+    } sizes[] = {{"124m", 124439808}, {"355m", 354823168}, {"774m", 774030080},
+                 {"1558m", 1557611200}};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        TrainOptions o;
+        char err[ERR_LEN];
+        cr_assert_eq(parse(&o, err, 4, "--model", sizes[i].name, "--tied"), 0, "%s", err);
+        cr_assert_eq(o.model.channels / o.model.num_heads, 64, "%s: heads of 64", sizes[i].name);
+        cr_assert_eq(gpt2_num_params(&o.model), sizes[i].params, "%s: %zu parameters",
+                     sizes[i].name, gpt2_num_params(&o.model));
+    }
+}
+
 Test(run_setup, the_flags_given_are_recorded) {
     TrainOptions o;
     char err[ERR_LEN];

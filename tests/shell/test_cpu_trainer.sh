@@ -35,7 +35,8 @@ overwrite_tail() {
 
 help_prints_the_cpu_defaults() {
   expect_status 0 $cpu --help || return 1
-  says "$work/out" "preset: tiny, small or 124m (default small)" &&
+  says "$work/out" "preset: tiny, small, or GPT-2's 124m, 355m, 774m, 1558m" &&
+  says "$work/out" "                        (default small)" &&
   says "$work/out" "sequences per step (default 8)" &&
   says "$work/out" "tokens per sequence (default: the model's max, 64)" &&
   says "$work/out" "a resumed run continues to N (default 100)" &&

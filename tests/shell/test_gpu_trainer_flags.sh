@@ -22,7 +22,8 @@ help_prints_the_gpu_defaults() {
   local bin
   for bin in $fp32 $bf16; do
     expect_status 0 $bin --help || return 1
-    says "$work/out" "preset: tiny, small or 124m (default 124m)" &&
+    says "$work/out" "preset: tiny, small, or GPT-2's 124m, 355m, 774m, 1558m" &&
+    says "$work/out" "                        (default 124m)" &&
     says "$work/out" "sequences per step (default 16)" &&
     says "$work/out" "tokens per sequence (default: the model's max, 1024)" &&
     says "$work/out" "a resumed run continues to N (default 50)" &&
