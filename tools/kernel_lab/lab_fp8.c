@@ -17,6 +17,7 @@
 #include "gpu/fp8_codec.h"
 #include "lab.h"
 #include "matmul_lt.h"
+#include "model/gpt2_cpu.h"
 
 #ifdef PRECISION_BF16
 
@@ -123,13 +124,8 @@ static double check_forward(Lab *lab, const Linear *k, int fp8) {
     o.gelu_after = 0;  // the product itself
     run_forward(lab, &a);
     float *got = lab_download_x(lab, o.out, (size_t)BT * o.OC);
-    float *want = xcalloc((size_t)BT * o.OC, sizeof(float));
-    for (int i = 0; i < BT; i++)
-        for (int j = 0; j < o.OC; j++) {
-            double s = 0;
-            for (int c = 0; c < o.IC; c++) s += (double)x[(size_t)i * o.IC + c] * w[(size_t)j * o.IC + c];
-            want[(size_t)i * o.OC + j] = (float)s;
-        }
+    float *want = xmalloc((size_t)BT * o.OC * sizeof(float));
+    cpu_matmul_forward(want, x, w, NULL, 1, BT, o.IC, o.OC);
     const double err = lab_error(got, want, (size_t)BT * o.OC);
     free(got), free(want), free((void *)x), free((void *)w);
     lab_free_buffers(lab);
