@@ -40,8 +40,14 @@ typedef struct {
 //   forward   out = X W^T          reads weight.rows, input.rows
 //   backward  dinp = dout W        reads grad.rows, weight.cols (W^T)
 //             dweight += dout^T X  reads grad.cols (dout^T), input.cols (X^T)
+//
+// fast_accum: the products whose sum runs over a layer's width (forward: C
+// or 4C; dinp: OC) let the tensor cores keep their partial sums at their own
+// precision, not promoted to fp32 every few steps of K; dweight's sum over
+// B*T always promotes (matmul_lt.cu: matmul_fp8).
 typedef struct {
     GemmOperand weight, input, grad;
+    int fast_accum;
 } GemmOperands;
 // ANCHOR_END: gemm_operands
 

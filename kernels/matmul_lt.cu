@@ -35,6 +35,7 @@ typedef struct {
     int aux_ld;           // GELU's saved input, its leading dimension (0: none)
     int align_a, align_b, align_c;  // bytes, a power of two up to 256
     int type_a, type_b;   // cudaDataType of A and B: floatX's, or FP8 (chapter 13)
+    int fast_accum;       // FP8 only: no promotion of the tensor cores' partial sums
     cublasComputeType_t compute;
     int autotune;         // ctx->gemm_autotune when the plan was made
 } PlanKey;
@@ -139,6 +140,10 @@ static void make_plan(MatmulLt *lt, Plan *plan, const PlanKey *k) {
     set_desc(plan->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb);
     cublasLtEpilogue_t epilogue = (cublasLtEpilogue_t)k->epilogue;
     set_desc(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue);
+    if (k->fast_accum) {
+        const int8_t on = 1;
+        set_desc(plan->desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &on, sizeof on);
+    }
     if (k->aux_ld) {
         int64_t ld = k->aux_ld;
         set_desc(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld, sizeof ld);
@@ -515,10 +520,13 @@ __global__ void add_unpadded_rows_kernel_v2(floatX *dweight, const floatX *padde
 // cuBLASLt's FP8 GEMMs on Hopper take A transposed and B not ("TN"): both
 // stored K-major, the sum's dimension contiguous. Each product below is
 // written so that it is, from the rows or the transposes the casts made
-// (gemm_operands.h). Each sum runs in fp32 on the tensor cores (fast
-// accumulation off: cuBLASLt promotes the partial sums to full fp32 every few
-// steps of K, and the backward's K is B*T, 65,536 at B=64); the output is
-// floatX, scaled by the product of the two scales, exactly (powers of two).
+// (gemm_operands.h). Hopper's FP8 instructions keep their partial sums at
+// less than fp32's precision; cuBLASLt promotes them to full fp32 every few
+// steps of K unless told not to (fast accumulation). The products whose K is
+// a layer's width (forward: C or 4C; dinp: OC) skip the promotions when the
+// operands ask (o->fast_accum); dweight's, whose K is B*T (65,536 at B=64),
+// always promotes. The output is floatX, scaled by the product of the two
+// scales, exactly (powers of two).
 static int fp8_cuda_type(GemmPrecision p) {
     return p == GEMM_E5M2 ? CUDA_R_8F_E5M2 : CUDA_R_8F_E4M3;
 }
@@ -536,6 +544,7 @@ static void matmul_forward_fp8(const GpuContext *ctx, floatX *out, const floatX 
     PlanKey key = gemm_key(OC, BT, C, C, C, ld, 1, 0);
     key.type_a = fp8_cuda_type(o->weight.format), key.type_b = fp8_cuda_type(o->input.format);
     key.epilogue = bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+    key.fast_accum = o->fast_accum;
     const OperandScales s = {o->weight.scale, o->input.scale};
     lt_gemm_scaled(ctx, key, o->weight.rows, o->input.rows, s, 0.0f, out, bias, NULL,
                    "matmul_forward_v2: fp8");
@@ -548,6 +557,7 @@ static void matmul_backward_fp8(const GpuContext *ctx, floatX *dinp, floatX *dwe
     // OC), B = dout's rows (BT rows of OC). beta = 0.
     PlanKey dx = gemm_key(C, BT, OC, OC, OC, C, 1, 0);
     dx.type_a = fp8_cuda_type(o->weight.format), dx.type_b = fp8_cuda_type(o->grad.format);
+    dx.fast_accum = o->fast_accum;
     const OperandScales sx = {o->weight.scale, o->grad.scale};
     lt_gemm_scaled(ctx, dx, o->weight.cols, o->grad.rows, sx, 0.0f, dinp, NULL, NULL,
                    "matmul_backward_v2: fp8 (dinp)");

@@ -7,6 +7,13 @@
 #include "layernorm_fp8.h"
 #include "util/util.h"
 
+// The forward's products, whose sums run over a layer's input width (C or
+// 4C), skip cuBLASLt's promotions of the tensor cores' partial sums
+// (gemm_operands.h: fast_accum), as Transformer Engine's forward does. The
+// backward's keep them: dweight's K is B*T, and dinp measured no faster
+// without them (the kernel lab's "fast accumulation" rows).
+#define FP8_FAST_ACCUM 1
+
 static const int PARAM_OF[LINEARS] = {PARAM_QKVW, PARAM_ATTPROJW, PARAM_FCW, PARAM_FCPROJW};
 
 void fp8_linear_shape(Linear k, int C, int *IC, int *OC) {
@@ -144,6 +151,7 @@ GemmOperands fp8_forward_operands(Fp8Layers *f, const GpuContext *ctx, int l, Li
         .weight = operand(GEMM_E4M3, f->weight_rows[k] + l * w, f->weight_cols[k] + l * w,
                           meta_of(f, l, k, FP8_WEIGHT)),
         .input = operand(GEMM_E4M3, f->input_rows, x_cols, x_meta),
+        .fast_accum = FP8_FAST_ACCUM,
     };
     return o;
 }
@@ -169,6 +177,7 @@ GemmOperands fp8_layernorm_operands(Fp8Layers *f, const GpuContext *ctx, const G
         .weight = operand(GEMM_E4M3, f->weight_rows[k] + l * w, f->weight_cols[k] + l * w,
                           meta_of(f, l, k, FP8_WEIGHT)),
         .input = operand(GEMM_E4M3, f->input_rows, x_cols, x_meta),
+        .fast_accum = FP8_FAST_ACCUM,
     };
     return o;
 }

@@ -309,7 +309,7 @@ static void check_gemms(void) {
     for (size_t i = 0; i < (size_t)BT * OC; i += 5) g[i] = -g[i];
     Cast8 x8 = cast_operand(x, BT, C, GEMM_E4M3), w8 = cast_operand(w, OC, C, GEMM_E4M3);
     Cast8 g8 = cast_operand(g, BT, OC, GEMM_E5M2);
-    GemmOperands ops = {w8.op, x8.op, g8.op};
+    GemmOperands ops = {w8.op, x8.op, g8.op, 0};
     float *bias = gt_random_x(OC, -1, 1, &rng);
 
     // Forward: out (BT, OC) = x w^T + bias.
@@ -353,6 +353,70 @@ static void check_gemms(void) {
     product(rdw, mdw, g, x, OC, C, BT, 1, 1);
     for (size_t i = 0; i < (size_t)OC * C; i++) rdw[i] += dw0[i];
     assert_within_format_bound("fp8 dweight vs exact", dw, rdw, mdw, (size_t)OC * C, mixed);
+}
+
+
+// Fast accumulation (gemm_operands.h), at the model's longest width: the
+// tensor cores keep each product's partial sums at their own precision, some
+// 14 bits of mantissa (what DeepSeek-V3's report measured on Hopper), not
+// fp32's 24. Each add may then drop up to 2^-14 of the running sum, and the
+// drops are rounding errors of either sign: over K = 3072 adds they grow
+// like sqrt(K) 2^-14 = 0.34% of the sum of |a b|, in the worst direction.
+// The test allows 2^-8 (0.39%) and prints what it saw.
+#define FAST_ACCUM_TOL 0.00390625  // 2^-8
+#define WIDE 3072
+
+static double worst_fraction(const float *got, const double *exact, const double *magnitude,
+                             size_t n) {
+    double worst = 0;
+    for (size_t i = 0; i < n; i++) {
+        const double f = (fabs(got[i] - exact[i]) - ldexp(fabs(exact[i]), -8)) / magnitude[i];
+        if (f > worst) worst = f;
+    }
+    return worst;
+}
+
+Test(kernels_fp8, fast_accumulation_within_its_bound) {
+    const int BT = 64, N = 64;
+    Rng rng;
+    rng_seed(&rng, 7);
+    float *x = gt_random_x((size_t)BT * WIDE, 0.25f, 2.0f, &rng);
+    float *w = gt_random_x((size_t)N * WIDE, 0.25f, 2.0f, &rng);
+    for (size_t i = 0; i < (size_t)BT * WIDE; i += 3) x[i] = -x[i];
+    for (size_t i = 0; i < (size_t)N * WIDE; i += 2) w[i] = -w[i];
+    Cast8 x8 = cast_operand(x, BT, WIDE, GEMM_E4M3), w8 = cast_operand(w, N, WIDE, GEMM_E4M3);
+    double *ref = xmalloc(sizeof(double) * BT * N), *mag = xmalloc(sizeof(double) * BT * N);
+    product(ref, mag, x8.dequantized, w8.dequantized, BT, N, WIDE, 0, 0);
+    // Forward, K = WIDE: out (BT, N) = x w^T.
+    GemmOperands ops = {w8.op, x8.op, {GEMM_FLOATX, NULL, NULL, NULL}, 1};
+    floatX *d_out = gt_device_poisoned_x((size_t)BT * N);
+    matmul_forward_v2(&gt_ctx, d_out, NULL, NULL, NULL, NULL, 1, BT, WIDE, N, N, &ops);
+    float *out = gt_download_x(d_out, (size_t)BT * N);
+    const double fwd = worst_fraction(out, ref, mag, (size_t)BT * N);
+    assert_within_format_bound("fast forward vs dequantized operands", out, ref, mag,
+                               (size_t)BT * N, FAST_ACCUM_TOL);
+    // dinp, K = WIDE: dinp (BT, N) = g (BT, WIDE) @ W, W (WIDE, N) as a layer
+    // of C = N inputs and OC = WIDE outputs stores it (dweight's product runs
+    // too, on an input of its own, unchecked here).
+    Cast8 g8 = cast_operand(x, BT, WIDE, GEMM_E5M2);
+    float *w_layer = xmalloc(sizeof(float) * N * WIDE);
+    for (int n = 0; n < N; n++)
+        for (int k = 0; k < WIDE; k++) w_layer[(size_t)k * N + n] = w[(size_t)n * WIDE + k];
+    Cast8 w8l = cast_operand(w_layer, WIDE, N, GEMM_E4M3);
+    Cast8 in8 = cast_operand(x, BT, N, GEMM_E4M3);  // x's first BT*N values, any will do
+    product(ref, mag, g8.dequantized, w8l.dequantized, BT, N, WIDE, 0, 1);
+    GemmOperands back = {w8l.op, in8.op, g8.op, 1};
+    floatX *d_dinp = gt_device_poisoned_x((size_t)BT * N);
+    floatX *d_dw = gt_upload_x(w_layer, (size_t)WIDE * N);
+    matmul_backward_v2(&gt_ctx, d_dinp, d_dw, NULL, NULL, NULL, NULL, NULL, NULL, 1, BT, N, WIDE,
+                       WIDE, &back);
+    float *dinp = gt_download_x(d_dinp, (size_t)BT * N);
+    const double bwd = worst_fraction(dinp, ref, mag, (size_t)BT * N);
+    assert_within_format_bound("fast dinp vs dequantized operands", dinp, ref, mag,
+                               (size_t)BT * N, FAST_ACCUM_TOL);
+    cr_log_info("fast accumulation at K = %d: worst error %.2e (forward), %.2e (dinp) of sum|ab|",
+                WIDE, fwd, bwd);
+    free(x), free(w), free(w_layer), free(ref), free(mag), free(out), free(dinp);
 }
 
 #endif

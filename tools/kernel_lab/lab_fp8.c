@@ -92,6 +92,18 @@ typedef struct {
     int fp8;
 } Args;
 
+// Each GEMM row three times: chapter 12's bf16, chapter 13's FP8 with every
+// sum promoted to fp32, and FP8 with fast accumulation (gemm_operands.h: the
+// forward product, and in the backward row dinp's; dweight's always
+// promotes). The model takes it in the forward only (fp8_layers.c).
+typedef struct {
+    const char *name;
+    int fp8, fast_accum;
+} Variant;
+
+static const Variant VARIANTS[] = {
+    {"bf16", 0, 0}, {"fp8", 1, 0}, {"fp8, fast accumulation", 1, 1}};
+
 static void run_forward(Lab *lab, void *p) {
     const Args *a = p;
     const Operands *o = a->o;
@@ -115,11 +127,12 @@ static void run_backward(Lab *lab, void *p) {
 }
 
 // The forward product's error on a small shape, against the CPU's fp32.
-static double check_forward(Lab *lab, const Linear *k, int fp8) {
+static double check_forward(Lab *lab, const Linear *k, const Variant *var) {
     const int BT = 64, C = 64;
     const float *x, *w;
     Operands o = make_operands(lab, k, BT, C, &x, &w);
-    Args a = {&o, fp8};
+    o.fp8.fast_accum = var->fast_accum;
+    Args a = {&o, var->fp8};
     CUDA_CHECK(cudaMemset(o.bias, 0, o.OC * sizeof(floatX)));
     o.gelu_after = 0;  // the product itself
     run_forward(lab, &a);
@@ -136,24 +149,29 @@ static void gemm_rows(Lab *lab, int B) {
     char shape[64];
     for (size_t i = 0; i < sizeof LINEARS / sizeof LINEARS[0]; i++) {
         const Linear *k = &LINEARS[i];
-        const double errors[2] = {check_forward(lab, k, 0), check_forward(lab, k, 1)};
+        double errors[sizeof VARIANTS / sizeof VARIANTS[0]];
+        for (size_t v = 0; v < sizeof VARIANTS / sizeof VARIANTS[0]; v++)
+            errors[v] = check_forward(lab, k, &VARIANTS[v]);
         const int BT = B * LAB_T;
         Operands o = make_operands(lab, k, BT, LAB_C, NULL, NULL);
         const double flops = 2.0 * BT * o.IC * o.OC;
         snprintf(shape, sizeof shape, "%s B=%d %dx%dx%d", k->name, B, BT, o.IC, o.OC);
-        for (int fp8 = 0; fp8 < 2; fp8++) {
+        for (size_t v = 0; v < sizeof VARIANTS / sizeof VARIANTS[0]; v++) {
+            const Variant *var = &VARIANTS[v];
+            const int fp8 = var->fp8;
             Args a = {&o, fp8};
+            o.fp8.fast_accum = var->fast_accum;
             const double elem = fp8 ? 1 : sizeof(floatX);
-            char fwd[32], bwd[32];
-            snprintf(fwd, sizeof fwd, "forward %s", fp8 ? "fp8" : "bf16");
-            snprintf(bwd, sizeof bwd, "backward %s", fp8 ? "fp8" : "bf16");
-            LabRow f = {"matmul_fp8", fwd, shape, fp8 ? 13 : 4, errors[fp8],
+            char fwd[64], bwd[64];
+            snprintf(fwd, sizeof fwd, "forward %s", var->name);
+            snprintf(bwd, sizeof bwd, "backward %s", var->name);
+            LabRow f = {"matmul_fp8", fwd, shape, fp8 ? 13 : 4, errors[v],
                         fp8 ? FP8_LAB_TOL : lab_tolerance(), lab_time_ms(lab, run_forward, &a),
                         elem * ((double)BT * o.IC + (double)o.OC * o.IC) + 2.0 * BT * o.OC,
                         flops};
             lab_report(lab, &f);
             // dinp and dweight: both operands of each product read once more.
-            LabRow b = {"matmul_fp8", bwd, shape, fp8 ? 13 : 4, errors[fp8],
+            LabRow b = {"matmul_fp8", bwd, shape, fp8 ? 13 : 4, errors[v],
                         fp8 ? FP8_LAB_TOL : lab_tolerance(), lab_time_ms(lab, run_backward, &a),
                         elem * (2.0 * BT * o.OC + BT * o.IC + (double)o.OC * o.IC) +
                             2.0 * ((double)BT * o.IC + 2.0 * o.OC * o.IC),
