@@ -11,16 +11,17 @@
 #                                   (--profile: device ms per step and share),
 #                                   from a run of its own so that the timed
 #                                   runs carry no profiling marks
-#   results/<gpu>/profile_chNN_BM.csv  the last chapter's, at the headline's
-#                                   batch M (HEAD_B)
+#   results/<gpu>/profile_chNN_BM.csv  the last two chapters', at the
+#                                   headline's batch M (HEAD_B)
 #
 # Settings (environment variables): B (16), T (1024), STEPS (25: 5 warm-up +
 # 20 timed), LARGE_B (32: a second, larger batch where memory allows),
-# HEAD_B (64: the batch of the headline rows, the last two chapters and
-# PyTorch's best recipe side by side, of the last chapter's profile at that
-# batch, and of its micro-batch row),
+# HEAD_B (64: the batch of the headline rows, the last three chapters and
+# PyTorch's best recipe side by side, of the last two chapters' profiles at
+# that batch, and of the last one's micro-batch row),
 # TRAINER_FP32 (build/train_gpt2_fp32), TRAINER_BF16 (build/train_gpt2_bf16),
-# PYTHON (python3), CHAPTERS (every chapter of the table), PYTORCH (1: also
+# PYTHON (python3), CHAPTERS (every chapter of the table; none: no chapter's
+# row or profile), HEADLINE (1: the rows at HEAD_B; 0: not), PYTORCH (1: also
 # PyTorch's rows; 0: ours only), PROFILE_STEPS (5).
 #
 # PYTORCH_ONLY (a bash regular expression: only PyTorch's rows whose label
@@ -44,10 +45,14 @@ B=${B:-16} T=${T:-1024} STEPS=${STEPS:-25} WARMUP=${WARMUP:-5} LARGE_B=${LARGE_B
 TRAINER_FP32=${TRAINER_FP32:-build/train_gpt2_fp32} TRAINER_BF16=${TRAINER_BF16:-build/train_gpt2_bf16}
 PYTHON=${PYTHON:-python3} PYTORCH=${PYTORCH:-1} PROFILE_STEPS=${PROFILE_STEPS:-5}
 EXTRAS=${EXTRAS:-1} OURS=${OURS:-1} APPEND=${APPEND:-0} PYTORCH_ONLY=${PYTORCH_ONLY:-}
+HEADLINE=${HEADLINE:-1}
 WHEELS=${WHEELS:-build/wheels}
 table=$("$TRAINER_FP32" --list-chapters)
 last=$(echo "$table" | awk 'NR > 1 {print $1}' | tail -1)
 before_last=$(echo "$table" | awk 'NR > 1 {print $1}' | tail -2 | head -1)
+# The headline's chapters: the last three (each chapter's gain at HEAD_B
+# beside the chapter before it, for the last two).
+head_chapters=$(echo "$table" | awk 'NR > 1 {print $1}' | tail -3)
 
 trainer_for() {  # chapter -> the trainer binary of its precision
   case $(echo "$table" | awk -v ch="$1" 'NR > 1 && $1 == ch {print $2}') in
@@ -161,6 +166,7 @@ pytorch() {  # label, batch, mode
 }
 
 chapters=${CHAPTERS:-$(echo "$table" | awk 'NR > 1 {print $1}')}
+[ "$chapters" = none ] && chapters=
 # An appended session says so in environment.txt: its rows are another run's.
 [ "$APPEND" = 1 ] && echo "appended: $(date -u +%Y-%m-%dT%H:%M:%SZ), commit ${COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}:$([ "$OURS" = 1 ] && echo " chapters $(echo $chapters) and their profiles")$([ "$PYTORCH" != 0 ] && echo " PyTorch rows ($PYTORCH${PYTORCH_ONLY:+, matching $PYTORCH_ONLY})")" >> "$out/environment.txt"
 [ "$OURS" = 1 ] && for ch in $chapters; do ours "ch$(printf %02d "$ch")" "$B" "$ch"; done
@@ -213,20 +219,24 @@ fi
 [ "$EXTRAS" != 0 ] && [ "$OURS" = 1 ] && ours "ch$(printf %02d "$last")-B$LARGE_B" "$LARGE_B" "$last"
 
 # The headline: the last chapter and PyTorch's best recipe at HEAD_B, in
-# this run, side by side, and the chapter before the last beside them (what
-# the last chapter bought at that batch); the same step of HEAD_B sequences
-# made of micro-batches of B (--grad-accum), in the memory of B; and the
-# last chapter's step at HEAD_B kernel by kernel.
-if [ "$OURS" = 1 ]; then
-  for ch in $(printf '%s\n' "$before_last" "$last" | uniq); do
+# this run, side by side, and the two chapters before the last beside them
+# (what each of the last two chapters bought at that batch); the same step of
+# HEAD_B sequences made of micro-batches of B (--grad-accum), in the memory
+# of B; and the last two chapters' steps at HEAD_B kernel by kernel.
+if [ "$OURS" = 1 ] && [ "$HEADLINE" = 1 ]; then
+  for ch in $head_chapters; do
     ours "ch$(printf %02d "$ch")-B$HEAD_B" "$HEAD_B" "$ch"
   done
   [ "$EXTRAS" != 0 ] && ours "ch$(printf %02d "$last")-B${B}x$((HEAD_B / B))" "$B" "$last" --grad-accum $((HEAD_B / B))
-  [ "$HEAD_B" != "$B" ] && profile "$last" "$HEAD_B"
+  if [ "$HEAD_B" != "$B" ]; then
+    for ch in $(printf '%s\n' "$before_last" "$last" | uniq); do profile "$ch" "$HEAD_B"; done
+  fi
 fi
-pytorch "pytorch-compile-bf16-flash-B$HEAD_B" "$HEAD_B" compile-bf16-flash
-pytorch "pytorch-lossonly-B$HEAD_B" "$HEAD_B" compile-bf16-sdpa-vocab-tied-fused-lossonly
-[ "$last" -ge 13 ] && pytorch "pytorch-float8-B$HEAD_B" "$HEAD_B" compile-bf16-sdpa-vocab-tied-fused-lossonly-float8
+if [ "$HEADLINE" = 1 ]; then
+  pytorch "pytorch-compile-bf16-flash-B$HEAD_B" "$HEAD_B" compile-bf16-flash
+  pytorch "pytorch-lossonly-B$HEAD_B" "$HEAD_B" compile-bf16-sdpa-vocab-tied-fused-lossonly
+  [ "$last" -ge 13 ] && pytorch "pytorch-float8-B$HEAD_B" "$HEAD_B" compile-bf16-sdpa-vocab-tied-fused-lossonly-float8
+fi
 
 # PyTorch's rows, without their own header line.
 [ -f "$csv.torch" ] && grep -v '^label,' "$csv.torch" >> "$csv" && rm -f "$csv.torch"
