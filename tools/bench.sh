@@ -178,9 +178,14 @@ chapters=${CHAPTERS:-$(echo "$table" | awk 'NR > 1 {print $1}')}
 last_prec=$(echo "$table" | awk -v ch="$last" 'NR > 1 && $1 == ch {print $2}')
 # (A chapter's switches are comma-separated in the table: chapter 11 has three.)
 # Chapter 11's graphs need sync avoidance and the fused optimizer (train_gpu.c):
-# those two are turned off with the graphs.
+# those two are turned off with the graphs; chapter 13's FP8 needs kernel
+# fusion's cuBLASLt GEMMs, and is turned off with it.
 [ "$EXTRAS" != 0 ] && [ "$OURS" = 1 ] && for sw in $(echo "$table" | awk -v p="$last_prec" 'NR > 1 && $3 != "-" && $2 == p {print $3}' | tr , '\n'); do
-  case $sw in sync-avoidance|fused-optimizer) also=--no-cuda-graphs ;; *) also= ;; esac
+  case $sw in
+    sync-avoidance|fused-optimizer) also=--no-cuda-graphs ;;
+    kernel-fusion) also=--no-fp8 ;;  # chapter 13's FP8 GEMMs are cuBLASLt's (chapter 04)
+    *) also= ;;
+  esac
   ours "ch$(printf %02d "$last")-no-$sw" "$B" "$last" "--no-$sw" $also
 done
 pytorch pytorch-eager-fp32 "$B" eager-fp32

@@ -175,7 +175,26 @@ before_chapter_13_there_are_no_float8_rows() {
   ! grep -q "^torchao:" "$work/results/environment.txt" || fail "environment.txt names torchao"
 }
 
+# The last chapter's ablations: each switch off in turn, with the switches
+# that need it (the graphs without sync avoidance or the fused optimizer;
+# FP8 without kernel fusion's cuBLASLt GEMMs).
+each_ablation_turns_off_what_needs_its_switch() {
+  [ -x build/train_gpt2_fp32 ] || { skip "no build/train_gpt2_fp32 (nvcc)"; return; }
+  stand_ins
+  PATH="$work/bin:$PATH" TABLE_FROM=build/train_gpt2_fp32 CALLS="$work/calls" \
+    RESULTS="$work/results" TRAINER_FP32="$work/trainer" TRAINER_BF16="$work/trainer" \
+    PYTHON=false PYTORCH=0 CHAPTERS=none HEADLINE=0 B=16 expect_status 0 bash tools/bench.sh || return 1
+  grep -q -- "--no-sync-avoidance --no-cuda-graphs .*--bench-label ch[0-9]*-no-sync-avoidance" "$work/calls" \
+    || fail "sync avoidance's ablation: $(grep -- -no-sync-avoidance "$work/calls")" || return 1
+  if build/train_gpt2_fp32 --list-chapters | awk '$3 ~ /fp8/' | grep -q .; then
+    grep -q -- "--no-kernel-fusion --no-fp8 .*--bench-label ch[0-9]*-no-kernel-fusion" "$work/calls" \
+      || fail "kernel fusion's ablation: $(grep -- -no-kernel-fusion "$work/calls")" || return 1
+  fi
+  [ ! -s "$work/results/profile_ch00.csv" ] || fail "CHAPTERS=none profiled a chapter"
+}
+
 check without_a_gpu_bench_fails_and_writes_nothing
+check each_ablation_turns_off_what_needs_its_switch
 check on_a_gpu_the_last_three_chapters_run_at_the_headline_batch
 check with_chapter_13_the_float8_rows_run_with_the_torchao_wheel
 check without_the_torchao_wheel_the_float8_rows_are_skipped_saying_why
