@@ -239,3 +239,20 @@ extern "C" void *gpu_malloc(size_t bytes, const char *what) {
 extern "C" void gpu_free(void *ptr) {
     if (ptr) CUDA_CHECK(cudaFree(ptr));
 }
+
+extern "C" void gpu_l2_flush_init(const GpuContext *ctx, GpuL2Flush *flush) {
+    int l2_bytes = 0;
+    CUDA_CHECK(cudaDeviceGetAttribute(&l2_bytes, cudaDevAttrL2CacheSize, ctx->device));
+    flush->bytes = 2 * (size_t)l2_bytes;
+    flush->buffer = flush->bytes ? gpu_malloc(flush->bytes, "a buffer that flushes the L2 cache")
+                                 : NULL;
+}
+
+extern "C" void gpu_l2_flush(const GpuContext *ctx, const GpuL2Flush *flush, int value) {
+    if (flush->bytes) CUDA_CHECK(cudaMemsetAsync(flush->buffer, value, flush->bytes, ctx->stream));
+}
+
+extern "C" void gpu_l2_flush_free(GpuL2Flush *flush) {
+    gpu_free(flush->buffer);
+    flush->buffer = NULL, flush->bytes = 0;
+}

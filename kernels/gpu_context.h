@@ -157,6 +157,26 @@ void gpu_device_sync(const GpuContext *ctx, const char *what);
 void *gpu_malloc(size_t bytes, const char *what);
 void gpu_free(void *ptr);  // cudaFree, checked; NULL is fine
 
+// ---- a cold L2 cache, for timing one kernel alone ---------------------------------
+// A kernel called again and again finds in the L2 cache what its last call
+// left there (50 MB on the H100: two of GPT-2 124M's (B,T,C) tensors in bf16
+// at B=16), and reads it at the cache's speed instead of memory's. Chapter
+// 11's GEMM autotuning (matmul_lt.cu) and the kernel lab (tools/kernel_lab/)
+// flush the cache before each timed call: a write over a buffer of twice its
+// size, queued on the stream before the call's first event, so that it is
+// not timed. Afterwards the cache is full of the flush's bytes, as in a
+// step it is full of what the kernels before wrote.
+typedef struct {
+    void *buffer;
+    size_t bytes;  // twice the device's L2 cache (cudaDevAttrL2CacheSize)
+} GpuL2Flush;
+
+void gpu_l2_flush_init(const GpuContext *ctx, GpuL2Flush *flush);
+// cudaMemsetAsync of the whole buffer to the byte `value` on ctx->stream;
+// nothing waits. The callers write another value each time.
+void gpu_l2_flush(const GpuContext *ctx, const GpuL2Flush *flush, int value);
+void gpu_l2_flush_free(GpuL2Flush *flush);
+
 // The compute type of every GEMM (matmul and attention), whose operands are
 // floatX (FLOATX_CUDA_TYPE): one branch on the build's precision.
 #ifdef PRECISION_BF16

@@ -334,16 +334,16 @@ static int compare_floats(const void *a, const void *b) {
 }
 
 // The median time of one run of the algorithm, each run after a write that
-// flushes the L2 cache.
+// flushes the L2 cache (gpu_context.h).
 static float median_ms(const GpuContext *ctx, const Plan *plan, const cublasLtMatmulAlgo_t *algo,
-                       const void *A, const void *B, float beta, floatX *D, void *flush,
-                       size_t flush_bytes) {
+                       const void *A, const void *B, float beta, floatX *D,
+                       const GpuL2Flush *flush) {
     cudaEvent_t start[AUTOTUNE_TIMED_RUNS], stop[AUTOTUNE_TIMED_RUNS];
     run_algo(ctx, plan, algo, A, B, beta, D);  // warm-up
     for (int r = 0; r < AUTOTUNE_TIMED_RUNS; r++) {
         CUDA_CHECK(cudaEventCreate(&start[r]));
         CUDA_CHECK(cudaEventCreate(&stop[r]));
-        if (AUTOTUNE_FLUSH_L2) CUDA_CHECK(cudaMemsetAsync(flush, r, flush_bytes, ctx->stream));
+        if (AUTOTUNE_FLUSH_L2) gpu_l2_flush(ctx, flush, r);
         CUDA_CHECK(cudaEventRecord(start[r], ctx->stream));
         run_algo(ctx, plan, algo, A, B, beta, D);
         CUDA_CHECK(cudaEventRecord(stop[r], ctx->stream));
@@ -403,17 +403,14 @@ static void autotune(const GpuContext *ctx, Plan *plan, const void *A, const voi
                          "copy (a GEMM's output kept for its trials)");
     }
     plan->num_candidates = keep_same_bits(ctx, plan, A, B, beta, D, saved, &outs);
-    int l2_bytes = 0;
-    CUDA_CHECK(cudaDeviceGetAttribute(&l2_bytes, cudaDevAttrL2CacheSize, ctx->device));
-    const size_t flush_bytes = 2 * (size_t)l2_bytes;
-    void *flush = gpu_malloc(flush_bytes, "a buffer that flushes the L2 cache");
+    GpuL2Flush flush;
+    gpu_l2_flush_init(ctx, &flush);
     float best = INFINITY;
     for (int i = 0; plan->num_candidates > 1 && i < plan->num_candidates; i++) {
-        const float ms = median_ms(ctx, plan, &plan->candidates[i], A, B, beta, D, flush,
-                                   flush_bytes);
+        const float ms = median_ms(ctx, plan, &plan->candidates[i], A, B, beta, D, &flush);
         if (ms < best) best = ms, plan->algo = plan->candidates[i];
     }
-    gpu_free(flush);
+    gpu_l2_flush_free(&flush);
     ctx->lt->stats.plans_tuned++;
     if (saved) {
         gpu_memcpy_async(ctx, D, saved, outs.bytes[0], cudaMemcpyDeviceToDevice,

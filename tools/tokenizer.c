@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "data/tokenizer.h"
+#include "util/spread.h"
 #include "util/util.h"
 
 static void usage(FILE *fp) {
@@ -89,11 +90,6 @@ static int cmd_decode(const Tokenizer *tok, const char *path, char *err) {
     return flush_stdout(err);
 }
 
-static int compare_doubles(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 static int cmd_bench(const Tokenizer *tok, const char *path, int runs, char *err) {
     size_t len;
     char *text = read_file(path, &len, err);
@@ -114,11 +110,10 @@ static int cmd_bench(const Tokenizer *tok, const char *path, int runs, char *err
             return fail(err, "%s: %s", path, why);
         }
     }
-    qsort(ms, (size_t)runs, sizeof(double), compare_doubles);
-    double median = runs % 2 ? ms[runs / 2] : 0.5 * (ms[runs / 2 - 1] + ms[runs / 2]);
+    const Spread s = spread_of(ms, runs);
     printf("%s: %zu bytes, %zu tokens; encode median %.2f ms over %d runs (min %.2f, max %.2f)\n",
-           path, len, tokens, median, runs, ms[0], ms[runs - 1]);
-    printf("%.1f MB/s\n", median > 0 ? len / 1e3 / median : 0.0);
+           path, len, tokens, s.median, runs, s.min, s.max);
+    printf("%.1f MB/s\n", s.median > 0 ? len / 1e3 / s.median : 0.0);
     free(ms);
     free(text);
     return flush_stdout(err);

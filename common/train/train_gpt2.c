@@ -35,6 +35,7 @@
 #include "data/tokenizer.h"
 #include "train/train_common.h"
 #include "train/train_gpu.h"
+#include "util/spread.h"
 
 // The binary's name for messages: build/train_gpt2_fp32 or build/train_gpt2_bf16.
 #define TRAINER_NAME "build/train_gpt2_" PRECISION_NAME
@@ -292,15 +293,7 @@ static double tokens_per_step(const TrainOptions *opt) {
     return (double)opt->B * opt->T * opt->grad_accum;
 }
 
-static int compare_doubles(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *x, int n) {
-    qsort(x, n, sizeof *x, compare_doubles);
-    return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
-}
+static double median(double *x, int n) { return spread_of(x, n).median; }
 
 // Per-step numbers kept for the medians of --bench-csv.
 typedef struct {

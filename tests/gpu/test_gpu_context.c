@@ -1,6 +1,6 @@
 // test_gpu_context.c: the context's starting state, the one switch that
-// chapter 01 flips, the synchronization counter of chapter 03, and that two
-// contexts share nothing.
+// chapter 01 flips, the synchronization counter of chapter 03, that two
+// contexts share nothing, and the L2 flush that timings start from.
 #include "gpu_test.h"
 #include "matmul_lt.h"
 #include "profiler.h"
@@ -91,4 +91,28 @@ Test(gpu_context, two_contexts_share_no_state) {
     gpu_profiler_stop(p, 1);
     gpu_profiler_free(p);
     gpu_context_free(&other);
+}
+
+// The timing's flush (gpu_context.h): a buffer of twice the L2 cache, all of
+// it written, on the context's stream and without a wait.
+Test(gpu_context, l2_flush_writes_twice_the_cache_without_waiting) {
+    int l2_bytes = 0;
+    CUDA_CHECK(cudaDeviceGetAttribute(&l2_bytes, cudaDevAttrL2CacheSize, gt_ctx.device));
+    cr_assert_gt(l2_bytes, 0);
+    GpuL2Flush flush;
+    gpu_l2_flush_init(&gt_ctx, &flush);
+    cr_assert_eq(flush.bytes, 2 * (size_t)l2_bytes);
+    const GpuSyncCounts before = gpu_sync_counts(&gt_ctx);
+    gpu_l2_flush(&gt_ctx, &flush, 0x5a);
+    const GpuSyncCounts after = gpu_sync_counts(&gt_ctx);
+    cr_assert_eq(gpu_sync_total(&after), gpu_sync_total(&before), "the flush waited");
+    gpu_stream_sync(&gt_ctx, "the flush");
+    unsigned char *host = xmalloc(flush.bytes);
+    CUDA_CHECK(cudaMemcpy(host, flush.buffer, flush.bytes, cudaMemcpyDeviceToHost));
+    for (size_t i = 0; i < flush.bytes; i++)
+        if (host[i] != 0x5a) cr_assert_fail("byte %zu of %zu: %#x, not 0x5a", i, flush.bytes, host[i]);
+    free(host);
+    gpu_l2_flush_free(&flush);
+    cr_assert_null(flush.buffer);
+    cr_assert_eq(flush.bytes, 0);
 }
