@@ -56,6 +56,9 @@ enum {
     GIVEN_CHECKPOINT_DIR = 1u << 9, // --checkpoint-dir
 };
 
+// The most micro-batches --grad-accum takes.
+#define GRAD_ACCUM_MAX 1024
+
 // The defaults: a small model that trains on a CPU in minutes.
 TrainOptions train_options_default(void);
 
