@@ -266,7 +266,10 @@ static void usage_extra(void) {
            "  --profile N           time every kernel of N steps after the warm-up and\n"
            "                        print where the device's time went, kernel by kernel\n"
            "  --profile-csv FILE    write that table as CSV too\n"
-           "  --memory              print the device memory, tensor by tensor\n",
+           "  --memory              print the device memory by category (parameters,\n"
+           "                        gradients, optimizer state, activations tensor by tensor,\n"
+           "                        FP8 operands, workspaces, the libraries' allowance), its\n"
+           "                        total and the budget\n",
            chapter_first_of_precision(PRECISION_NAME), PRECISION_NAME, PRECISION_NAME);
     fputs(EXIT_STATUS_HELP, stdout);
 }
@@ -473,8 +476,8 @@ static int train(const CommandLine *cl, const Tokenizer *tok) {
     const MemoryPlan plan = memory_plan(c, opt->B, opt->T, &tr.plan);
     printf("memory: %.2f GiB planned (the model %.2f GiB); %.2f GiB were free\n",
            plan.total / (double)(1 << 30), plan.model / (double)(1 << 30),
-           tr.free_at_start / (double)(1 << 30));
-    if (report->memory) gpt2_gpu_print_memory(&tr.model, stdout);
+           tr.budget.free_bytes / (double)(1 << 30));
+    if (report->memory) gpt2_gpu_print_memory(&tr.model, &tr.budget, stdout);
     // --profile: the steps after the warm-up, kernel by kernel (profiler.h).
     GpuProfiler *prof = NULL;
     const int profile_from = tr.step + report->bench_warmup;

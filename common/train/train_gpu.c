@@ -96,17 +96,19 @@ static int restore_state(GpuTrainer *tr, char *err) {
 }
 
 // ANCHOR: check_memory
-// The run's memory, planned from the model's shape, the batch and the run's
-// plan (memory_plan.h), against what the GPU has free: a run that cannot fit
-// is refused here, before anything is allocated, naming the batch that fits,
-// rather than failing halfway through its first step.
-static int check_memory(const TrainOptions *opt, const RunPlan *plan, const GPT2Config *cfg,
-                        size_t *free_bytes, char *err) {
-    size_t total;
-    CUDA_CHECK(cudaMemGetInfo(free_bytes, &total));
-    char why[ERR_LEN];
-    if (memory_plan_check(cfg, opt->B, opt->T, plan, *free_bytes, why) == 0) return 0;
-    return fail(err, "the run does not fit on the GPU: %s", why);
+// The run's memory, planned from the model's shape, the batch and the
+// switches (memory_plan.h), against its budget: what the GPU has free, or
+// --memory-limit when that is less (memory_budget.h). A run that cannot fit
+// is refused here, before anything is allocated, naming the changes that
+// make it fit, each planned again, rather than failing halfway through its
+// first step.
+static int check_memory(const TrainOptions *opt, const Optimizations *o, const GPT2Config *cfg,
+                        MemoryBudget *budget, char *err) {
+    size_t free_bytes, total;
+    CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total));
+    *budget = memory_budget(free_bytes, opt->memory_limit_gib);
+    const RunRequest asked = {*o, opt->B, opt->T, opt->grad_accum};
+    return memory_plan_check(cfg, &asked, budget, err);
 }
 // ANCHOR_END: check_memory
 
@@ -168,7 +170,7 @@ int gpu_trainer_init(GpuTrainer *tr, const TrainOptions *opt, const Optimization
     const RunPlan *plan = &tr->plan;
     dataloader_set_rank(&tr->train, plan->rank, plan->world_size);
     gpu_context_init(&tr->ctx, plan->device);
-    if (check_memory(opt, plan, &cfg, &tr->free_at_start, err)) {
+    if (check_memory(opt, optim, &cfg, &tr->budget, err)) {
         free(params);
         gpu_context_free(&tr->ctx);
         dataloader_free(&tr->train);

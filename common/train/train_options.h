@@ -23,6 +23,9 @@ typedef struct {
     // batch
     int B, T;
     int grad_accum;          // micro-batches of (B,T) summed into each step (GPU, chapter 11)
+    // device memory
+    double memory_limit_gib; // GPU: --memory-limit, the most the run may plan (memory_budget.h);
+                             // 0: what the GPU has free
     // optimization
     int steps;               // total steps; the schedule's length
     LrSchedule lr;
