@@ -14,6 +14,14 @@
 // number here; the step's few scalars and chapter 11's schedule (bytes a
 // step) fall in it too. `--memory` prints it as a row of its own.
 //
+// How a run keeps to its budget: the plan is checked before the first
+// allocation (train_gpu.c's check_memory), and every buffer allocated
+// after it is one the plan counts; what the run holds on the device is then
+// measured (cudaMemGetInfo: what the GPU had free at the check less what it
+// has free now) once everything is allocated and at every log line, and a
+// run under --memory-limit that holds more than its budget stops, saying so
+// (gpu_trainer_check_memory). The most it held is printed at the end.
+//
 // At 124M and B=16, T=1024 the activations dominate through chapter 04: the
 // eager attention keeps its (L,B,NH,T,T) probabilities, 9.7 GB in fp32;
 // from chapter 05 the flash kernels keep one float per row instead.

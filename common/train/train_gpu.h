@@ -64,10 +64,12 @@ typedef struct {
     StepGraphs graphs;
     float *graph_scalars;       // device, 2 floats
     int warmed_up;
-    // The run's device memory budget (memory_budget.h), set when the plan
-    // was checked (budget.free_bytes: what the GPU had free then, before the
-    // model was allocated).
+    // The run's device memory (memory_budget.h): its budget, set when the
+    // plan was checked (budget.free_bytes: what the GPU had free then,
+    // before the model was allocated), and the most it has held since, as
+    // gpu_trainer_check_memory measures it.
     MemoryBudget budget;
+    size_t memory_peak;
 } GpuTrainer;
 
 // Builds the run's plan from the switches (run_plan.h), the model on the
@@ -81,6 +83,17 @@ int gpu_trainer_init(GpuTrainer *tr, const TrainOptions *opt, const Optimization
                      char *err);
 void gpu_trainer_free(GpuTrainer *tr);
 
+// What the run holds on the device now beyond what it held when its plan was
+// checked (its CUDA context): what the GPU had free then less what it has
+// free now. On a GPU that other processes use, what they allocated since
+// counts too.
+size_t gpu_trainer_memory_held(const GpuTrainer *tr);
+
+// Measures that, keeps the most in tr->memory_peak, and, for a run under
+// --memory-limit, returns -1 with err when it is over the budget (CUDA's
+// libraries took more than the plan allows them); else 0. The trainer calls
+// it once everything is allocated and at every log line.
+int gpu_trainer_check_memory(GpuTrainer *tr, char *err);
 
 // One optimizer step: the same function for every chapter, which reads the
 // run's plan. Chapter 11 runs it as --grad-accum N micro-batches (1 by
