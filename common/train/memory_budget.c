@@ -59,16 +59,33 @@ typedef struct {
 
 // ANCHOR: switch_fixes
 // The switches a refusal may turn on, the smallest change first: each keeps
-// the batch, and so every step's tokens.
+// the batch, and so every step's tokens. Rows of one flag with different
+// values are its levels, the cheapest first: once one fits, the costlier
+// ones are not suggested (is_costlier_level).
 static const SwitchFix SWITCH_FIXES[] = {
     // HOOK(recompute): chapter 14's --recompute gelu|norms|block, a row per
-    // choice, the cheapest first; they go before --adamw-8bit, since they
-    // recompute the same values where the 8-bit moments round the state.
+    // level, the cheapest first; they go before --adamw-8bit, since they
+    // compute the same values again where the 8-bit moments round the state.
     // Chapter 10: the weight matrices' moments in one byte each.
     {"--adamw-8bit", switch_on},
 };
 // ANCHOR_END: switch_fixes
 #define NUM_SWITCH_FIXES ((int)(sizeof SWITCH_FIXES / sizeof SWITCH_FIXES[0]))
+
+// 1 when rows i and j set the same flag ("--recompute gelu", "--recompute
+// block"): its levels, in the table's order.
+static int same_flag(int i, int j) {
+    const char *a = SWITCH_FIXES[i].flag, *b = SWITCH_FIXES[j].flag;
+    const size_t n = strcspn(a, " ");
+    return n == strcspn(b, " ") && !strncmp(a, b, n);
+}
+
+// 1 when row i is a costlier level of a flag whose cheaper level fits.
+static int is_costlier_level(int i, const int fits_alone[]) {
+    for (int j = 0; j < i; j++)
+        if (fits_alone[j] && same_flag(i, j)) return 1;
+    return 0;
+}
 
 // The largest b < B whose run fits with --grad-accum making up the same
 // sequences a step (b divides them), into *out: where the plan takes
@@ -137,7 +154,8 @@ int memory_budget_fixes(const RunRequest *asked, const MemorySearch *s,
         t = *asked;
         fits_alone[i] = SWITCH_FIXES[i].apply(&t, SWITCH_FIXES[i].flag, s->precision) == 0 &&
                         fits(s, &t, &bytes);
-        if (fits_alone[i]) add_fix(fixes, &n, SWITCH_FIXES[i].flag, "", &t, bytes);
+        if (fits_alone[i] && !is_costlier_level(i, fits_alone))
+            add_fix(fixes, &n, SWITCH_FIXES[i].flag, "", &t, bytes);
     }
     // 2. A smaller batch.
     int batch_alone = 0;
@@ -189,10 +207,12 @@ static void describe_no_fix(const RunRequest *asked, const MemorySearch *s, char
     one.B = 1;
     char with[96] = "";
     size_t len = 0;
-    for (int i = 0; i < NUM_SWITCH_FIXES && len < sizeof with; i++)
-        if (SWITCH_FIXES[i].apply(&one, SWITCH_FIXES[i].flag, s->precision) == 0)
+    for (int i = 0; i < NUM_SWITCH_FIXES && len < sizeof with; i++) {
+        const int last_level = i + 1 == NUM_SWITCH_FIXES || !same_flag(i, i + 1);
+        if (SWITCH_FIXES[i].apply(&one, SWITCH_FIXES[i].flag, s->precision) == 0 && last_level)
             len += (size_t)snprintf(with + len, sizeof with - len, "%s%s", len ? " " : ", with ",
                                     SWITCH_FIXES[i].flag);
+    }
     size_t bytes = 0;
     if (s->plan(&one, s->arg, &bytes)) {  // the switches together cannot be planned: without
         with[0] = 0;

@@ -14,7 +14,8 @@
 // again (memory_plan.h), and kept only when that plan fits. They come
 // smallest change first:
 //   1. one switch that keeps the batch (SWITCH_FIXES in memory_budget.c:
-//      --adamw-8bit; chapter 14's --recompute will be rows there);
+//      --adamw-8bit; chapter 14's --recompute levels will be rows there, of
+//      which only the cheapest that fits is named);
 //   2. a smaller -b: with --grad-accum making up the same sequences a step
 //      where the run's plan can take micro-batches (chapter 11), alone
 //      (fewer sequences a step: another run) where it cannot;
@@ -32,6 +33,10 @@
 #include <stddef.h>
 
 #include "train/chapters.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 typedef struct {
     size_t bytes;        // the budget: the smaller of the two below
@@ -96,5 +101,9 @@ int memory_budget_fixes(const RunRequest *asked, const MemorySearch *s,
 // -b 1 fits (about X GiB)", and what is left to try.
 int memory_budget_refuse(const RunRequest *asked, const MemoryBudget *b, const MemorySearch *s,
                          const char *need, char *err);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif
