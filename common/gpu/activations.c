@@ -146,22 +146,15 @@ static void format_shape(char *out, size_t cap, const ActivationSpec *s) {
 }
 
 void activations_print(FILE *out, const GPT2Config *cfg, int B, int T, const RunPlan *p) {
-    const double mib = 1024.0 * 1024.0;
-    double total = 0;
-    fprintf(out, "memory: activations for B=%d, T=%d\n", B, T);
     for (int i = 0; i < NUM_ACTIVATIONS; i++) {
         const ActivationSpec *s = &ACTIVATIONS[i];
         char shape[48];
         format_shape(shape, sizeof shape, s);
-        if (!is_needed(s, p)) {
-            fprintf(out, "memory:   %-12s %-16s %-5s %10s  (not needed)\n", s->name, shape,
-                    s->fp32 ? "fp32" : PRECISION_NAME, "-");
-            continue;
-        }
-        double m = spec_bytes(s, cfg, B, T, p) / mib;
-        total += m;
-        fprintf(out, "memory:   %-12s %-16s %-5s %10.1f MiB\n", s->name, shape,
-                s->fp32 ? "fp32" : PRECISION_NAME, m);
+        fprintf(out, "memory:   %-12s %-16s %-5s", s->name, shape,
+                s->fp32 ? "fp32" : PRECISION_NAME);
+        if (is_needed(s, p))
+            fprintf(out, " %10.1f MiB\n", spec_bytes(s, cfg, B, T, p) / (1024.0 * 1024.0));
+        else
+            fprintf(out, " %10s  (not needed)\n", "-");
     }
-    fprintf(out, "memory:   %-12s %-16s %-5s %10.1f MiB\n", "all", "", "", total);
 }

@@ -67,7 +67,8 @@ void activations_free(GpuActivations *a);
 size_t activations_bytes(const GPT2Config *cfg, int B, int T, const RunPlan *p);
 
 // One line per tensor (name, shape, type, MiB; "-" for those not needed),
-// then the total, for batches of (B, T).
+// for batches of (B, T): the activations' rows of `--memory`
+// (memory_plan_print), which prints their total above them.
 void activations_print(FILE *out, const GPT2Config *cfg, int B, int T, const RunPlan *p);
 
 #endif

@@ -169,10 +169,8 @@ void gpt2_gpu_free(GPT2Gpu *model) {
     memset(model, 0, sizeof(*model));
 }
 
-void gpt2_gpu_print_memory(const GPT2Gpu *model, FILE *out) {
-    const MemoryPlan mem = memory_plan(&model->config, model->max_B, model->max_T, &model->plan);
-    memory_plan_print(&mem, out);
-    activations_print(out, &model->config, model->max_B, model->max_T, &model->plan);
+void gpt2_gpu_print_memory(const GPT2Gpu *model, const MemoryBudget *budget, FILE *out) {
+    memory_plan_print(out, &model->config, model->max_B, model->max_T, &model->plan, budget);
 }
 
 // ---- per-layer views -----------------------------------------------------------

@@ -53,6 +53,7 @@
 #include "optim/optimizer.h"
 #include "precision.h"
 #include "gpu/run_plan.h"
+#include "train/memory_budget.h"
 
 // What a forward pass computes. Each mode does what the one before it does,
 // and more; a kernel may drop a buffer that only another mode needs.
@@ -222,9 +223,9 @@ void gpt2_gpu_get_params(const GPT2Gpu *model, float *host);
 // master weights has exactly the bf16 weights it had when it was saved.
 void gpt2_gpu_set_params(GPT2Gpu *model, const float *host);
 
-// Where the device memory goes, tensor by tensor (`--memory`): the run's
-// plan (memory_plan.h), whose model part is device_bytes, and the
-// activations one by one.
-void gpt2_gpu_print_memory(const GPT2Gpu *model, FILE *out);
+// Where the device memory goes, by category, tensor by tensor (`--memory`):
+// the run's plan (memory_plan_print), whose model part is device_bytes, the
+// activations one by one among it, and the run's budget when not NULL.
+void gpt2_gpu_print_memory(const GPT2Gpu *model, const MemoryBudget *budget, FILE *out);
 
 #endif

@@ -1,7 +1,9 @@
 // memory_plan.c: see memory_plan.h.
 #include "gpu/memory_plan.h"
 
+#include <stddef.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "gpu/activations.h"
 #include "optim/adam_state.h"
@@ -85,62 +87,129 @@ MemoryPlan memory_plan(const GPT2Config *cfg, int B, int T, const RunPlan *run) 
     return p;
 }
 
-int memory_plan_largest_batch(const GPT2Config *cfg, int B, int T, const RunPlan *run,
-                              size_t free_bytes) {
-    for (int b = B; b >= 1; b /= 2)
-        if (memory_plan(cfg, b, T, run).total <= free_bytes) return b;
+int memory_plan_request(const GPT2Config *cfg, const RunRequest *r, MemoryPlan *out, char *err) {
+    RunPlan run;
+    if (run_plan_build(&run, &r->switches, cfg->padded_vocab_size, r->grad_accum, err)) return -1;
+    *out = memory_plan(cfg, r->B, r->T, &run);
     return 0;
+}
+
+// memory_budget.h's planner: the total of a run's plan, for the search of
+// the changes that fit.
+static int plan_total(const RunRequest *r, void *cfg, size_t *bytes) {
+    MemoryPlan p;
+    char err[ERR_LEN];
+    if (memory_plan_request(cfg, r, &p, err)) return -1;
+    *bytes = p.total;
+    return 0;
+}
+
+MemorySearch memory_plan_search(const GPT2Config *cfg, size_t budget) {
+    return (MemorySearch){plan_total, (void *)cfg, budget, PRECISION_NAME};
 }
 
 static double gib(size_t bytes) { return bytes / (double)(1 << 30); }
 
-int memory_plan_check(const GPT2Config *cfg, int B, int T, const RunPlan *run,
-                      size_t free_bytes, char *err) {
-    const MemoryPlan p = memory_plan(cfg, B, T, run);
-    if (p.total <= free_bytes) return 0;
-    char need[160];
+int memory_plan_check(const GPT2Config *cfg, const RunRequest *asked, const MemoryBudget *budget,
+                      char *err) {
+    MemoryPlan p;
+    if (memory_plan_request(cfg, asked, &p, err)) return -1;
+    if (p.total <= budget->bytes) return 0;
+    char need[192];
     snprintf(need, sizeof need,
-             "B=%d, T=%d needs about %.1f GiB of device memory (activations %.1f, the rest of "
-             "the model %.1f, libraries and buffers %.1f), and the GPU has %.1f GiB free", B, T,
-             gib(p.total), gib(p.activations), gib(p.model - p.activations),
-             gib(p.total - p.model), gib(free_bytes));
-    const int fits = memory_plan_largest_batch(cfg, B, T, run, free_bytes);
-    if (fits == 0)
-        return fail(err, "%s: not even -b 1 fits (%.1f GiB); a shorter -t, or a GPU with more "
-                         "memory", need, gib(memory_plan(cfg, 1, T, run).total));
-    // Chapter 11's micro-batches train the same step in the memory of the
-    // smaller batch; they need what its graphs need (run_plan.c).
-    if (run->async && run->fused_update && B % fits == 0)
-        return fail(err, "%s: -b %d fits (about %.1f GiB), and -b %d --grad-accum %d trains "
-                         "the same %d sequences a step", need, fits,
-                    gib(memory_plan(cfg, fits, T, run).total), fits, B / fits, B);
-    return fail(err, "%s: -b %d fits (about %.1f GiB)", need, fits,
-                gib(memory_plan(cfg, fits, T, run).total));
+             "B=%d, T=%d needs about %.1f GiB (activations %.1f, the rest of the model %.1f, "
+             "libraries and buffers %.1f)", asked->B, asked->T, gib(p.total),
+             gib(p.activations), gib(p.model - p.activations), gib(p.total - p.model));
+    const MemorySearch search = memory_plan_search(cfg, budget->bytes);
+    return memory_budget_refuse(asked, budget, &search, need, err);
 }
 
-void memory_plan_print(const MemoryPlan *p, FILE *out) {
-    const double mib = 1024.0 * 1024.0;
-    const struct {
-        const char *name;
-        size_t bytes;
-    } rows[] = {
-        {"parameters (" PRECISION_NAME ")", p->params},
-        {"gradients (" PRECISION_NAME ")", p->grads},
-        {"AdamW m and v (fp32)", p->adam_fp32},
-        {"AdamW m and v (8-bit)", p->adam_8bit},
-        {"master weights (fp32)", p->master},
-        {"activations", p->activations},
-        {"scratch (fp32)", p->scratch},
-        {"batch (tokens)", p->batch + p->scalars},
-        {"FP8 operands and scales", p->fp8},
-        {"cuBLASLt workspace, copies", p->gemm},
-        {"data workers' batches", p->workers},
-        {"autotuning's trials", p->autotune},
-        {"libraries (allowance)", p->libraries},
-    };
-    fprintf(out, "memory: %.1f MiB planned on the device, the model %.1f MiB of it\n",
-            p->total / mib, p->model / mib);
-    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
-        if (rows[i].bytes > 0)
-            fprintf(out, "memory:   %-29s %10.1f MiB\n", rows[i].name, rows[i].bytes / mib);
+// ---- `--memory` -----------------------------------------------------------------
+
+// One row of the table: a part of the plan, under its category's heading.
+typedef struct {
+    const char *category;
+    const char *name;  // NULL: the activations, tensor by tensor (activations_print)
+    size_t offset;     // of its bytes in MemoryPlan
+} PlanRow;
+
+#define PART(field) offsetof(MemoryPlan, field)
+
+// ANCHOR: memory_table
+static const PlanRow PLAN_ROWS[] = {
+    {"parameters", "parameters (" PRECISION_NAME ")", PART(params)},
+    {"gradients", "gradients (" PRECISION_NAME ")", PART(grads)},
+    {"optimizer state", "AdamW m and v (fp32)", PART(adam_fp32)},
+    {"optimizer state", "AdamW m and v (8-bit)", PART(adam_8bit)},
+    {"optimizer state", "master weights (fp32)", PART(master)},
+    {"activations", NULL, PART(activations)},
+    {"FP8 operands", "FP8 operands and scales", PART(fp8)},
+    {"workspaces and buffers", "scratch (fp32)", PART(scratch)},
+    {"workspaces and buffers", "batch (tokens)", PART(batch)},
+    {"workspaces and buffers", "loss, norm, clip, step", PART(scalars)},
+    {"workspaces and buffers", "cuBLASLt workspace, copies", PART(gemm)},
+    {"workspaces and buffers", "data workers' batches", PART(workers)},
+    {"workspaces and buffers", "autotuning's trials", PART(autotune)},
+    // The one part that is not counted but allowed for (LIBRARIES_ALLOWANCE).
+    {"CUDA's libraries", "allowance, measured", PART(libraries)},
+};
+// ANCHOR_END: memory_table
+#define NUM_PLAN_ROWS ((int)(sizeof PLAN_ROWS / sizeof PLAN_ROWS[0]))
+
+static size_t row_bytes(const MemoryPlan *p, const PlanRow *r) {
+    return *(const size_t *)((const char *)p + r->offset);
+}
+
+static size_t category_bytes(const MemoryPlan *p, const char *category) {
+    size_t bytes = 0;
+    for (int i = 0; i < NUM_PLAN_ROWS; i++)
+        if (!strcmp(PLAN_ROWS[i].category, category)) bytes += row_bytes(p, &PLAN_ROWS[i]);
+    return bytes;
+}
+
+// "MiB" right-aligned, or "-" for a part this run does not have.
+static void print_mib(FILE *out, size_t bytes) {
+    if (bytes) fprintf(out, " %10.1f MiB\n", bytes / (1024.0 * 1024.0));
+    else fprintf(out, " %10s\n", "-");
+}
+
+static void print_budget(FILE *out, const MemoryBudget *b, size_t total) {
+    char source[128];
+    if (memory_budget_is_limit(b))
+        snprintf(source, sizeof source, "--memory-limit %g; the GPU has %.1f GiB free",
+                 b->limit_gib, gib(b->free_bytes));
+    else if (b->limit_bytes)
+        snprintf(source, sizeof source, "what the GPU has free, under --memory-limit %g",
+                 b->limit_gib);
+    else
+        snprintf(source, sizeof source, "what the GPU has free");
+    fprintf(out, "memory: %-37s %10.1f MiB  (%s)\n", "budget", b->bytes / (1024.0 * 1024.0),
+            source);
+    fprintf(out, "memory: %-37s", "left of it");
+    print_mib(out, b->bytes > total ? b->bytes - total : 0);
+}
+
+void memory_plan_print(FILE *out, const GPT2Config *cfg, int B, int T, const RunPlan *run,
+                       const MemoryBudget *budget) {
+    const MemoryPlan p = memory_plan(cfg, B, T, run);
+    fprintf(out, "memory: %.1f MiB planned on the device for B=%d, T=%d, the model %.1f MiB "
+                 "of it\n", p.total / (1024.0 * 1024.0), B, T, p.model / (1024.0 * 1024.0));
+    const char *heading = NULL;
+    for (int i = 0; i < NUM_PLAN_ROWS; i++) {
+        const PlanRow *r = &PLAN_ROWS[i];
+        if (!heading || strcmp(heading, r->category) != 0) {
+            heading = r->category;
+            fprintf(out, "memory: %-37s", heading);
+            print_mib(out, category_bytes(&p, heading));
+        }
+        if (r->name) {
+            fprintf(out, "memory:   %-35s", r->name);
+            print_mib(out, row_bytes(&p, r));
+        } else {
+            activations_print(out, cfg, B, T, run);
+        }
+    }
+    fprintf(out, "memory: %-37s", "total");
+    print_mib(out, p.total);
+    if (budget) print_budget(out, budget, p.total);
 }

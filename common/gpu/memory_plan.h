@@ -1,6 +1,8 @@
 // memory_plan.h: the device memory a run takes, counted before any of it is
-// allocated, so that a run too large for the card is refused at once, with
-// the batch that would fit, instead of failing in its first step.
+// allocated, so that a run too large for its budget (memory_budget.h: the
+// GPU's free memory, or --memory-limit GIB when smaller) is refused at once,
+// naming the changes that would make it fit, instead of failing in its
+// first step.
 //
 // A GPU's memory goes to the model's own buffers, which gpt2_gpu_init
 // allocates and whose sum is exactly GPT2Gpu.device_bytes (a test checks it),
@@ -8,7 +10,17 @@
 // weight copies, chapter 08's device batches, chapter 11's trial buffers,
 // and what CUDA's libraries load on their own. The last is no one's
 // allocation we can count: it is an allowance, measured (the trainer's
-// peak against this plan, results/h100/first_run/).
+// peak against this plan, results/h100/first_run/), and the one uncertain
+// number here; the step's few scalars and chapter 11's schedule (bytes a
+// step) fall in it too. `--memory` prints it as a row of its own.
+//
+// How a run keeps to its budget: the plan is checked before the first
+// allocation (train_gpu.c's check_memory), and every buffer allocated
+// after it is one the plan counts; what the run holds on the device is then
+// measured (cudaMemGetInfo: what the GPU had free at the check less what it
+// has free now) once everything is allocated and at every log line, and a
+// run under --memory-limit that holds more than its budget stops, saying so
+// (gpu_trainer_check_memory). The most it held is printed at the end.
 //
 // At 124M and B=16, T=1024 the activations dominate through chapter 04: the
 // eager attention keeps its (L,B,NH,T,T) probabilities, 9.7 GB in fp32;
@@ -21,6 +33,7 @@
 
 #include "model/gpt2_config.h"
 #include "gpu/run_plan.h"
+#include "train/memory_budget.h"
 
 typedef struct {
     // The model's buffers (gpt2_gpu.h), in bytes.
@@ -50,19 +63,30 @@ MemoryPlan memory_plan(const GPT2Config *cfg, int B, int T, const RunPlan *run);
 // allocates this many).
 size_t memory_plan_scratch_floats(const GPT2Config *cfg, int B, int T, const RunPlan *run);
 
-// The largest batch, B halved until it fits, whose plan fits in free_bytes;
-// 0 when not even B = 1 fits.
-int memory_plan_largest_batch(const GPT2Config *cfg, int B, int T, const RunPlan *run,
-                              size_t free_bytes);
+// The plan of a run as its command line asks for it (memory_budget.h):
+// its RunPlan built as the trainer builds it (run_plan_build), then its
+// memory. Returns 0, or -1 with err when run_plan_build refuses the switches.
+int memory_plan_request(const GPT2Config *cfg, const RunRequest *r, MemoryPlan *out, char *err);
 
-// When the plan of (B, T) does not fit in free_bytes: 0 fits; else -1, and
-// err says how much the run needs, how much the GPU has, and which flags
-// make it fit (a smaller -b, and --grad-accum for the same step where the
-// plan's update allows it).
-int memory_plan_check(const GPT2Config *cfg, int B, int T, const RunPlan *run,
-                      size_t free_bytes, char *err);
+// The search of the changes that fit (memory_budget.h) over this plan, for
+// the model cfg and a budget of `budget` bytes.
+MemorySearch memory_plan_search(const GPT2Config *cfg, size_t budget);
 
-// The plan, one line per part (`--memory`).
-void memory_plan_print(const MemoryPlan *p, FILE *out);
+// When the plan of `asked` does not fit the budget (memory_budget.h): 0
+// fits; else -1, and err says what the run needs (activations, the rest of
+// the model, and libraries and buffers, the allowance among them), the
+// budget, and the changes that make it fit, each planned again here
+// (memory_budget_refuse). Also -1 when the switches cannot be planned.
+int memory_plan_check(const GPT2Config *cfg, const RunRequest *asked, const MemoryBudget *budget,
+                      char *err);
+
+// `--memory`: the plan of a run at batches of (B, T) by category, every
+// buffer, and every activation tensor from the activations' table
+// (activations.h): the parameters, the gradients, the optimizer's state
+// (fp32 moments, 8-bit moments, master weights), the activations, the FP8
+// operands, the workspaces and buffers, the libraries' allowance, the total,
+// and, when budget is not NULL, the budget and what is left of it.
+void memory_plan_print(FILE *out, const GPT2Config *cfg, int B, int T, const RunPlan *run,
+                       const MemoryBudget *budget);
 
 #endif

@@ -133,6 +133,7 @@ static const GpuFlagSpec GPU_FLAGS[] = {
     {"--profile", GPU_FLAG_COUNT, GPU_FIELD(report.profile_steps)},
     {"--profile-csv", GPU_FLAG_TEXT, GPU_FIELD(report.profile_csv)},
     {"--memory", GPU_FLAG_ON, GPU_FIELD(report.memory)},
+    {"--memory-limit", GPU_FLAG_POSITIVE, GPU_FIELD(run.memory_limit_gib)},
     {"--help", GPU_FLAG_ON, GPU_FIELD(help)},
     {"-h", GPU_FLAG_ON, GPU_FIELD(help)},
     {"--list-chapters", GPU_FLAG_ON, GPU_FIELD(list_chapters)},
@@ -267,7 +268,16 @@ static void usage_extra(void) {
            "  --profile N           time every kernel of N steps after the warm-up and\n"
            "                        print where the device's time went, kernel by kernel\n"
            "  --profile-csv FILE    write that table as CSV too\n"
-           "  --memory              print the device memory, tensor by tensor\n",
+           "  --memory              print the device memory by category (parameters,\n"
+           "                        gradients, optimizer state, activations tensor by tensor,\n"
+           "                        FP8 operands, workspaces, the libraries' allowance), its\n"
+           "                        total and the budget\n"
+           "  --memory-limit GIB    the most device memory the run may take beyond its CUDA\n"
+           "                        context, in GiB (fractions allowed; default: what the\n"
+           "                        GPU has free, and the smaller of the two is the budget):\n"
+           "                        a run whose plan is over it is refused before anything is\n"
+           "                        allocated, naming the flags that make it fit; one that\n"
+           "                        holds more while it runs stops (exit 1)\n",
            chapter_first_of_precision(PRECISION_NAME), PRECISION_NAME, PRECISION_NAME);
     fputs(EXIT_STATUS_HELP, stdout);
 }
@@ -346,6 +356,16 @@ static double device_used_gib(void) {
     return (double)(total - free_bytes) / (1 << 30);
 }
 
+// The most the run held on the device beyond its CUDA context, against its
+// plan and its budget: tests/shell/test_gpu_memory_limit.sh reads this line.
+static void print_memory_held(GpuTrainer *tr, const MemoryPlan *plan) {
+    char err[ERR_LEN];
+    if (gpu_trainer_check_memory(tr, err)) die("%s", err);
+    const double gib = 1 << 30;
+    printf("memory: the run held at most %.2f GiB beyond its CUDA context (planned %.2f GiB, "
+           "budget %.2f GiB)\n", tr->memory_peak / gib, plan->total / gib, tr->budget.bytes / gib);
+}
+
 // What the log lines need between two of them.
 typedef struct {
     double peak, flops_tok;  // the GPU's peak TFLOP/s (0: unknown); FLOPs per token
@@ -363,11 +383,12 @@ static void report_steps(const ReportOptions *report, GpuTrainer *tr, Report *re
     GpuSyncCounts now = gpu_sync_counts(&tr->ctx);
     double used = device_used_gib();
     if (used > rep->peak_mem) rep->peak_mem = used;
+    char err[ERR_LEN];
+    if (gpu_trainer_check_memory(tr, err)) die("%s", err);
     for (int i = 0; i < n; i++) {
         const GpuStepStats *s = &batch[i];
         // Chapter 03 learns a step's loss only here, up to GPU_MAX_PENDING_STEPS
         // steps late: a diverged run stops here, before anything is saved.
-        char err[ERR_LEN];
         if (check_step_finite(s->step, s->loss, s->grad_norm, err)) die("%s", err);
         log->ms[log->n] = s->ms, log->data[log->n] = s->data_ms, log->fwd[log->n] = s->forward_ms;
         log->bwd[log->n] = s->backward_ms, log->opt[log->n] = s->optimizer_ms;
@@ -466,8 +487,13 @@ static int train(const CommandLine *cl, const Tokenizer *tok) {
     const MemoryPlan plan = memory_plan(c, opt->B, opt->T, &tr.plan);
     printf("memory: %.2f GiB planned (the model %.2f GiB); %.2f GiB were free\n",
            plan.total / (double)(1 << 30), plan.model / (double)(1 << 30),
-           tr.free_at_start / (double)(1 << 30));
-    if (report->memory) gpt2_gpu_print_memory(&tr.model, stdout);
+           tr.budget.free_bytes / (double)(1 << 30));
+    if (tr.budget.limit_bytes)
+        printf("memory: a budget of %.2f GiB (--memory-limit %g)\n",
+               tr.budget.bytes / (double)(1 << 30), opt->memory_limit_gib);
+    // Everything is allocated: the run holds no more than its budget (memory_plan.h).
+    if (gpu_trainer_check_memory(&tr, err)) die("%s", err);
+    if (report->memory) gpt2_gpu_print_memory(&tr.model, &tr.budget, stdout);
     // --profile: the steps after the warm-up, kernel by kernel (profiler.h).
     GpuProfiler *prof = NULL;
     const int profile_from = tr.step + report->bench_warmup;
@@ -522,6 +548,7 @@ static int train(const CommandLine *cl, const Tokenizer *tok) {
         gpu_profiler_free(prof);
     }
     if (tok) print_sample(&tr, tok, opt->sample_tokens);
+    print_memory_held(&tr, &plan);
     free(bufs);
     gpu_trainer_free(&tr);
     // Every step is done and saved, but a Ctrl-C after the last one (in the

@@ -64,17 +64,36 @@ typedef struct {
     StepGraphs graphs;
     float *graph_scalars;       // device, 2 floats
     int warmed_up;
-    size_t free_at_start;       // device bytes free before the model was allocated
+    // The run's device memory (memory_budget.h): its budget, set when the
+    // plan was checked (budget.free_bytes: what the GPU had free then,
+    // before the model was allocated), and the most it has held since, as
+    // gpu_trainer_check_memory measures it.
+    MemoryBudget budget;
+    size_t memory_peak;
 } GpuTrainer;
 
 // Builds the run's plan from the switches (run_plan.h), the model on the
 // plan's GPU (random init on the host from opt->seed, or opt->init_from, or
-// opt->resume_from with its training state) once its memory plan fits, and
-// the data loaders. Returns 0, or -1 with a reason in err: a switch the step
-// cannot take, a file, or a run too large for the GPU, each named.
+// opt->resume_from with its training state) once its memory plan fits its
+// budget (what the GPU has free, or opt->memory_limit_gib when smaller),
+// and the data loaders. Returns 0, or -1 with a reason in err: a switch the
+// step cannot take, a file, or a run too large for its budget, each named,
+// the last with the changes that would make it fit (memory_budget.h).
 int gpu_trainer_init(GpuTrainer *tr, const TrainOptions *opt, const Optimizations *optim,
                      char *err);
 void gpu_trainer_free(GpuTrainer *tr);
+
+// What the run holds on the device now beyond what it held when its plan was
+// checked (its CUDA context): what the GPU had free then less what it has
+// free now. On a GPU that other processes use, what they allocated since
+// counts too.
+size_t gpu_trainer_memory_held(const GpuTrainer *tr);
+
+// Measures that, keeps the most in tr->memory_peak, and, for a run under
+// --memory-limit, returns -1 with err when it is over the budget (CUDA's
+// libraries took more than the plan allows them); else 0. The trainer calls
+// it once everything is allocated and at every log line.
+int gpu_trainer_check_memory(GpuTrainer *tr, char *err);
 
 // One optimizer step: the same function for every chapter, which reads the
 // run's plan. Chapter 11 runs it as --grad-accum N micro-batches (1 by

@@ -238,7 +238,7 @@ static const FlagSpec FLAGS[] = {
     {"--init-from", NULL, FLAG_TEXT, FIELD(init_from), 0, 0, 0},
     {"--batch", "-b", FLAG_INT, FIELD(B), 1, MANY, GIVEN_BATCH},
     {"--seq-len", "-t", FLAG_INT, FIELD(T), 1, MANY, GIVEN_SEQ_LEN},
-    {"--grad-accum", NULL, FLAG_INT, FIELD(grad_accum), 1, 1024, 0},
+    {"--grad-accum", NULL, FLAG_INT, FIELD(grad_accum), 1, GRAD_ACCUM_MAX, 0},
     {"--steps", NULL, FLAG_INT, FIELD(steps), 1, MANY, GIVEN_STEPS},
     {"--lr", NULL, FLAG_FLOAT, FIELD(lr.max_lr), 0, 1e30, 0},
     {"--warmup", NULL, FLAG_INT, FIELD(lr.warmup_steps), 0, MANY, 0},

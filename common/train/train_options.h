@@ -23,6 +23,9 @@ typedef struct {
     // batch
     int B, T;
     int grad_accum;          // micro-batches of (B,T) summed into each step (GPU, chapter 11)
+    // device memory
+    double memory_limit_gib; // GPU: --memory-limit, the most the run may plan (memory_budget.h);
+                             // 0: what the GPU has free
     // optimization
     int steps;               // total steps; the schedule's length
     LrSchedule lr;
@@ -55,6 +58,9 @@ enum {
     GIVEN_STEPS = 1u << 8,        // --steps
     GIVEN_CHECKPOINT_DIR = 1u << 9, // --checkpoint-dir
 };
+
+// The most micro-batches --grad-accum takes.
+#define GRAD_ACCUM_MAX 1024
 
 // The defaults: a small model that trains on a CPU in minutes.
 TrainOptions train_options_default(void);

@@ -1,10 +1,18 @@
 // test_memory_plan.c: the device memory a run is planned to take
-// (memory_plan.h) against what the model allocates, and the refusal of a
-// run that does not fit, with the batch that does.
+// (memory_plan.h) against what the model allocates, the refusal of a run
+// that does not fit its budget, with the changes that make it fit, and the
+// `--memory` table.
 //
-// The plan is arithmetic: the memory_plan_host suite runs without a GPU.
+// The plan is arithmetic: the memory_plan_host suite runs without a GPU
+// (with the GPU tests' binary, in `make test`), the search of the changes
+// that fit a budget (memory_budget.h) over the real plan among it.
+#define _POSIX_C_SOURCE 200809L  // open_memstream
 #include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include "../cpu/suggested_flags.h"
 
 #include "train/chapters.h"
 #include "gpu/gpt2_gpu.h"
@@ -23,51 +31,150 @@ static GPT2Config gpt2_124m_padded_as(int chapter) {
     return c;
 }
 
-// More sequences, more memory; and the plan of B - 1 fits where B's
-// does not, so a refusal's suggestion is the largest batch that fits.
-Test(memory_plan_host, the_largest_batch_that_fits) {
+// GPT-2 124M (or a larger size: layers, heads, channels) at B=16, T=1024,
+// with the switches of `chapter`, as the trainer's command line asks for it.
+static RunRequest asked_in(int chapter) {
+    return (RunRequest){chapter_optimizations(chapter), 16, 1024, 1};
+}
+
+static GPT2Config gpt2_sized(int chapter, int layers, int heads, int channels) {
+    GPT2Config c = gpt2_124m_padded_as(chapter);
+    c.num_layers = layers, c.num_heads = heads, c.channels = channels;
+    return c;
+}
+
+static size_t planned(const GPT2Config *c, const RunRequest *r) {
+    MemoryPlan p;
+    char err[ERR_LEN] = "";
+    cr_assert_eq(memory_plan_request(c, r, &p, err), 0, "%s", err);
+    return p.total;
+}
+
+// The plan of a run as asked is the plan of its RunPlan, as the trainer
+// builds it; more sequences, more memory.
+Test(memory_plan_host, a_request_plans_what_its_run_plan_plans) {
     const int ch = chapter_count() - 1 >= first_chapter() ? chapter_count() - 1 : first_chapter();
-    const Optimizations opt = chapter_optimizations(ch);
     const GPT2Config c = gpt2_124m_padded_as(ch);
-    const RunPlan plan = run_plan_for_model(&opt, c.padded_vocab_size), *run = &plan;
-    const MemoryPlan p16 = memory_plan(&c, 16, 1024, run), p8 = memory_plan(&c, 8, 1024, run);
-    cr_assert(p16.total > p8.total);
-    cr_assert(p16.activations > p8.activations);
-    cr_assert_eq(memory_plan_largest_batch(&c, 16, 1024, run, p16.total), 16);
-    cr_assert_eq(memory_plan_largest_batch(&c, 16, 1024, run, p16.total - 1), 8);
-    cr_assert_eq(memory_plan_largest_batch(&c, 16, 1024, run, p8.total - 1), 4);
-    cr_assert_eq(memory_plan_largest_batch(&c, 16, 1024, run, 1 << 20), 0);
+    const RunRequest asked = asked_in(ch);
+    const RunPlan plan = run_plan_for_model(&asked.switches, c.padded_vocab_size);
+    cr_assert_eq(planned(&c, &asked), memory_plan(&c, 16, 1024, &plan).total);
+    RunRequest half = asked;
+    half.B = 8;
+    cr_assert_gt(planned(&c, &asked), planned(&c, &half));
 }
 
 // A run that does not fit is refused with what it needs, what the GPU has,
-// and the flag that makes it fit.
+// and the flags that make it fit: in the build's first chapter (no
+// micro-batches) the largest smaller batch.
 Test(memory_plan_host, a_run_too_large_is_refused_naming_the_batch_that_fits) {
     const int ch = first_chapter();
-    const Optimizations opt = chapter_optimizations(ch);
     const GPT2Config c = gpt2_124m_padded_as(ch);
-    const RunPlan plan = run_plan_for_model(&opt, c.padded_vocab_size), *run = &plan;
-    const size_t free_bytes = memory_plan(&c, 4, 1024, run).total;
+    RunRequest asked = asked_in(ch), four = asked;
+    four.B = 4;
+    const MemoryBudget budget = memory_budget(planned(&c, &four), 0);
     char err[ERR_LEN] = "";
-    cr_assert_eq(memory_plan_check(&c, 16, 1024, run, free_bytes, err), -1);
-    cr_assert(strstr(err, "B=16, T=1024 needs about"), "%s", err);
-    cr_assert(strstr(err, "-b 4 fits"), "%s", err);
-    cr_assert_eq(memory_plan_check(&c, 4, 1024, run, free_bytes, err), 0);
-    cr_assert_eq(memory_plan_check(&c, 16, 1024, run, 100 << 20, err), -1);
+    cr_assert_eq(memory_plan_check(&c, &asked, &budget, err), -1);
+    cr_assert(strstr(err, "the run does not fit on the GPU: B=16, T=1024 needs about"), "%s", err);
+    cr_assert(strstr(err, "it fits with -b 4 (about"), "%s", err);
+    cr_assert(strstr(err, "4 sequences a step instead of 16"), "%s", err);
+    cr_assert_eq(memory_plan_check(&c, &four, &budget, err), 0);
+    const MemoryBudget tiny = memory_budget(100 << 20, 0);
+    cr_assert_eq(memory_plan_check(&c, &asked, &tiny, err), -1);
     cr_assert(strstr(err, "not even -b 1 fits"), "%s", err);
+}
+
+// Where the 8-bit moments alone make the run fit, in any chapter of the
+// build with them off, the refusal names --adamw-8bit first, and the run
+// with that flag applied fits.
+Test(memory_plan_host, a_refusal_names_a_switch_that_then_fits) {
+    for (int ch = first_chapter(); ch < chapter_count(); ch++) {
+        const GPT2Config c = gpt2_124m_padded_as(ch);
+        RunRequest asked = asked_in(ch), with = asked;
+        asked.switches.adamw_8bit = 0, with.switches.adamw_8bit = 1;
+        const MemoryBudget budget = memory_budget(80ull << 30, planned(&c, &with) / 1073741824.0);
+        char err[ERR_LEN] = "";
+        cr_assert_eq(memory_plan_check(&c, &asked, &budget, err), -1, "chapter %02d", ch);
+        cr_assert(strstr(err, "does not fit in --memory-limit"), "chapter %02d: %s", ch, err);
+        cr_assert(strstr(err, "it fits with --adamw-8bit (about"), "chapter %02d: %s", ch, err);
+        const RunRequest applied = apply_suggested_flags(&asked, "--adamw-8bit", PRECISION_NAME);
+        cr_assert_eq(memory_plan_check(&c, &applied, &budget, err), 0, "chapter %02d: %s", ch, err);
+    }
+}
+
+// Every suggestion, for GPT-2's four sizes under budgets of 8 to 24 GiB in
+// every chapter of the build: its flags applied as the command line applies
+// them make a run that passes the check, and plans what the suggestion said.
+Test(memory_plan_host, every_suggestion_fits_when_applied) {
+    static const int sizes[][3] = {{12, 12, 768}, {24, 16, 1024}, {36, 20, 1280}, {48, 25, 1600}};
+    int suggested = 0;
+    for (int ch = first_chapter(); ch < chapter_count(); ch++)
+        for (int m = 0; m < 4; m++)
+            for (int gib = 8; gib <= 24; gib += 4) {
+                const GPT2Config c = gpt2_sized(ch, sizes[m][0], sizes[m][1], sizes[m][2]);
+                const RunRequest asked = asked_in(ch);
+                const MemoryBudget budget = memory_budget(80ull << 30, gib);
+                const MemorySearch s = memory_plan_search(&c, budget.bytes);
+                MemoryFix fixes[MEMORY_MAX_FIXES];
+                const int n = memory_budget_fixes(&asked, &s, fixes);
+                for (int i = 0; i < n; i++, suggested++) {
+                    const RunRequest r = apply_suggested_flags(&asked, fixes[i].flags,
+                                                               PRECISION_NAME);
+                    char err[ERR_LEN] = "";
+                    cr_assert_eq(memory_plan_check(&c, &r, &budget, err), 0,
+                                 "chapter %02d, C=%d, %d GiB, '%s': %s", ch, c.channels, gib,
+                                 fixes[i].flags, err);
+                    cr_assert_eq(planned(&c, &r), fixes[i].bytes, "'%s'", fixes[i].flags);
+                    cr_assert_eq(r.B * r.grad_accum == 16, fixes[i].run.grad_accum > 1 ||
+                                 r.B == 16, "'%s': micro-batches keep the step's sequences",
+                                 fixes[i].flags);
+                }
+            }
+    cr_assert_gt(suggested, 0);
+}
+
+// `--memory`: every category, the activations tensor by tensor among them,
+// the total, and the budget.
+Test(memory_plan_host, the_memory_table_shows_every_category_and_the_budget) {
+    const int ch = chapter_count() - 1 >= first_chapter() ? chapter_count() - 1 : first_chapter();
+    const GPT2Config c = gpt2_124m_padded_as(ch);
+    const RunRequest asked = asked_in(ch);
+    const RunPlan plan = run_plan_for_model(&asked.switches, c.padded_vocab_size);
+    const MemoryBudget budget = memory_budget(80ull << 30, 16);
+    char *text = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&text, &len);
+    memory_plan_print(out, &c, 16, 1024, &plan, &budget);
+    fclose(out);
+    static const char *const lines[] = {
+        "planned on the device for B=16, T=1024", "\nmemory: parameters ",
+        "\nmemory:   parameters (" PRECISION_NAME ")", "\nmemory: gradients ",
+        "\nmemory: optimizer state ", "\nmemory:   AdamW m and v (fp32)",
+        "\nmemory:   AdamW m and v (8-bit)", "\nmemory:   master weights (fp32)",
+        "\nmemory: activations ", "\nmemory:   encoded      (B,T,C)",
+        "\nmemory:   fch_gelu     (L,B,T,4C)", "\nmemory: FP8 operands ",
+        "\nmemory: workspaces and buffers ", "\nmemory:   scratch (fp32)",
+        "\nmemory: CUDA's libraries ", "\nmemory:   allowance, measured",
+        "\nmemory: total ", "\nmemory: budget ", "(--memory-limit 16; the GPU has 80.0 GiB free)",
+        "\nmemory: left of it ",
+    };
+    for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++)
+        cr_assert(strstr(text, lines[i]), "no '%s' in:\n%s", lines[i], text);
+    free(text);
 }
 
 #ifdef PRECISION_BF16
 // From chapter 11 on, micro-batches of the batch that fits make the same step.
 Test(memory_plan_host, chapter_11_suggests_micro_batches) {
     for (int ch = 11; ch < chapter_count(); ch++) {
-        const Optimizations opt = chapter_optimizations(ch);
         const GPT2Config c = gpt2_124m_padded_as(ch);
-        const RunPlan plan = run_plan_for_model(&opt, c.padded_vocab_size), *run = &plan;
         char err[ERR_LEN] = "";
-        const size_t free_bytes = memory_plan(&c, 8, 1024, run).total;
-        cr_assert_eq(memory_plan_check(&c, 16, 1024, run, free_bytes, err), -1);
-        cr_assert(strstr(err, "-b 8 --grad-accum 2 trains the same 16 sequences"),
-                  "chapter %02d: %s", ch, err);
+        RunRequest asked = asked_in(ch), eight = asked;
+        eight.B = 8;
+        const MemoryBudget budget = memory_budget(planned(&c, &eight), 0);
+        cr_assert_eq(memory_plan_check(&c, &asked, &budget, err), -1);
+        cr_assert(strstr(err, "it fits with -b 8 --grad-accum 2 (about"), "chapter %02d: %s", ch,
+                  err);
+        cr_assert(strstr(err, "the same 16 sequences a step"), "chapter %02d: %s", ch, err);
     }
 }
 

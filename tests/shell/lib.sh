@@ -70,3 +70,10 @@ wait_for() {
   done
   fail "waited $3 s for \"$2\" in $(basename "$1"): $(tail -3 "$1")"
 }
+
+# first_fix FILE: the flags of the first change that a refusal for memory
+# names in FILE ("... it fits with -b 8 --grad-accum 2 (about 9.1 GiB, ...)";
+# common/train/memory_budget.h), or nothing.
+first_fix() {
+  grep -o 'it fits with [^(]*' "$1" | head -1 | sed 's/^it fits with //; s/ *$//'
+}

@@ -5,8 +5,9 @@
 # again with the kernels of every GPU (GPT2_PORTABLE_KERNELS=1), which is what
 # an A100 or an RTX card runs; and every chapter on a smaller card: beside a
 # ballast that leaves 10, 16 or 24 GiB of the GPU free, a chapter either
-# trains or is refused before it starts, naming the batch that fits, and that
-# batch then trains. Needs a GPU: skipped, saying so, without one.
+# trains or is refused before it starts, naming what fits (a smaller batch,
+# or a switch), and the first thing it names then trains. Needs a GPU:
+# skipped, saying so, without one.
 #
 # FIRST_RUN_CSV=path appends each run's planned and measured memory there.
 # FIRST_RUN_CARDS="10 16 24" (the default) picks the card sizes.
@@ -54,18 +55,19 @@ the_last_chapter_runs_on_the_kernels_of_every_gpu() {
 }
 
 # fits_or_refuses CH GIB: chapter CH beside the ballast trains, or exits 2
-# saying the run does not fit and naming "-b N fits", and then trains at -b N.
-# Returns 0 when it trained at its default batch, 3 when it was refused and
-# trained at the batch it named, 1 on failure.
+# saying the run does not fit and what does ("it fits with FLAGS"), and then
+# trains with the first FLAGS it names. Returns 0 when it trained as asked,
+# 3 when it was refused and trained with the flags it named, 1 on failure.
 fits_or_refuses() {
-  local ch=$1 gib=$2 args="--steps 3 --val-every 0 --sample-tokens 8" status=0 n
+  local ch=$1 gib=$2 args="--steps 3 --val-every 0 --sample-tokens 8" status=0 fix
   make --no-print-directory train CH="$ch" ARGS="$args" >"$work/out" 2>"$work/err" || status=$?
   case $status in
     0) CARD=$gib record_memory "$ch" "$args" ;;
     2) says "$work/err" "does not fit on the GPU" || return 1
-       n=$(grep -o -- '-b [0-9]* fits' "$work/err" | head -1 | awk '{print $2}')
-       [ -n "$n" ] || fail "chapter $ch at $gib GiB names no batch: $(cat "$work/err")" || return 1
-       CARD=$gib trains "$ch" "$args -b $n" || return 1
+       fix=$(first_fix "$work/err")
+       [ -n "$fix" ] || fail "chapter $ch at $gib GiB names nothing that fits: $(cat "$work/err")" ||
+         return 1
+       CARD=$gib trains "$ch" "$args $fix" || return 1
        return 3 ;;
     *) fail "chapter $ch at $gib GiB: exit $status: $(tail -2 "$work/err")" ;;
   esac

@@ -39,6 +39,21 @@ counts_are_parsed_whole() {
   refused $fp32 "--profile: expected a whole number >= 0, got 'two'" --profile two
 }
 
+# --memory-limit GIB: a number of GiB > 0, fractions allowed; anything else
+# is refused by name before a device is looked for.
+a_memory_limit_is_a_positive_number_of_gib() {
+  refused $bf16 "--memory-limit: expected a number > 0, got '0'" --memory-limit 0 &&
+  refused $bf16 "--memory-limit: expected a number > 0, got '-2'" --memory-limit -2 &&
+  refused $fp32 "--memory-limit: expected a number > 0, got '16GiB'" --memory-limit 16GiB &&
+  refused $bf16 "--memory-limit: expected a number > 0, got 'nan'" --memory-limit nan &&
+  refused $bf16 "--memory-limit: expected a number > 0, got 'inf'" --memory-limit inf &&
+  refused $bf16 "--memory-limit: missing value (see --help)" --memory-limit &&
+  refused $bf16 "--memory-limit: missing value (the next word is the flag --memory)" \
+    --memory-limit --memory || return 1
+  expect_status 0 $bf16 --help || return 1
+  says "$work/out" "--memory-limit GIB    the most device memory the run may take"
+}
+
 a_flag_without_its_value_is_named() {
   refused $fp32 "--profile: missing value (the next word is the flag --memory)" \
     --profile --memory &&
@@ -116,7 +131,7 @@ good_flags_reach_the_device_check() {
   # Without a GPU a good command line gets as far as the device: exit 1.
   nvidia-smi -L >/dev/null 2>&1 && { echo "    (a GPU here: skipped)"; return 0; }
   expect_status 1 $fp32 --profile 2 --profile-csv "$work/p.csv" --memory --bench-warmup 1 \
-    --peak-tflops 989 --steps 3 "${data[@]}" || return 1
+    --peak-tflops 989 --memory-limit 15.5 --steps 3 "${data[@]}" || return 1
   says "$work/err" "no CUDA device"
 }
 
@@ -126,6 +141,7 @@ if [ ! -x $fp32 ] || [ ! -x $bf16 ]; then
 fi
 check help_prints_the_gpu_defaults
 check counts_are_parsed_whole
+check a_memory_limit_is_a_positive_number_of_gib
 check a_flag_without_its_value_is_named
 check unknown_flags_and_stray_words_are_named
 check a_switch_of_the_other_build_is_refused
