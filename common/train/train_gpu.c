@@ -159,7 +159,8 @@ int gpu_trainer_init(GpuTrainer *tr, const TrainOptions *opt, const Optimization
     GPT2Config cfg;
     float *params = NULL;
     if (initial_params(opt, optim, &cfg, &params, err) ||
-        run_plan_build(&tr->plan, optim, cfg.padded_vocab_size, opt->grad_accum, err)) {
+        run_plan_build(&tr->plan, optim, cfg.padded_vocab_size, opt->grad_accum, opt->recompute,
+                       err)) {
         free(params);
         dataloader_free(&tr->train);
         if (tr->has_val) dataloader_free(&tr->val);
