@@ -24,7 +24,9 @@
 //                   only (NULL in fp32, where params are fp32 already); AdamW
 //                   updates them and rounds them into params
 //   acts            every activation and activation gradient: one table,
-//                   activations.h, sized by the plan
+//                   activations.h, sized by the plan; from chapter 14, some
+//                   of them one layer's worth, which the backward pass
+//                   recomputes for each layer (--recompute, recompute.h)
 //   scratch         one float buffer, as large as the largest kernel's need
 //   adamw_step      the values of the current AdamW step (adamw.h's AdamWStep),
 //                   which chapter 09's fused update reads from memory

@@ -71,7 +71,7 @@ MemoryPlan memory_plan(const GPT2Config *cfg, int B, int T, const RunPlan *run) 
     p.scratch = memory_plan_scratch_floats(cfg, B, T, run) * sizeof(float);
     p.batch = device_batch_bytes(B, T);
     p.scalars = 3 * sizeof(float) + sizeof(AdamWStep);
-    p.fp8 = run->fp8 ? fp8_layers_bytes(cfg, B, T) : 0;
+    p.fp8 = run->fp8 ? fp8_layers_bytes(cfg, B, T, run->recompute) : 0;
     p.model = p.params + p.grads + p.adam_fp32 + p.adam_8bit + p.master + p.activations +
               p.scratch + p.batch + p.scalars + p.fp8;
     p.gemm = gemm_bytes(cfg, run);
