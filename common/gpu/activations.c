@@ -194,7 +194,7 @@ void activations_print(FILE *out, const GPT2Config *cfg, int B, int T, const Run
         const int recomputed = s->shape[0] == D_L && one_layer(s, p->recompute);
         fprintf(out, "memory:   %-12s %-16s %-5s %10.1f MiB%s\n", s->name, shape,
                 s->fp32 ? "fp32" : PRECISION_NAME, m,
-                recomputed ? "  (one layer: recomputed, --recompute)" : "");
+                recomputed ? "  (one layer, which every layer shares)" : "");
     }
     fprintf(out, "memory:   %-12s %-16s %-5s %10.1f MiB\n", "all", "", "", total);
 }
