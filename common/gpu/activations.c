@@ -25,7 +25,7 @@ typedef struct {
     int (*needed)(const RunPlan *p);
     // Chapter 14: the --recompute level from which a stacked tensor holds
     // one layer, the backward pass computing it again (recompute.h); KEPT:
-    // at every level, the layers' all.
+    // none (every layer's is kept, or the tensor has no layers).
     Recompute recomputed_from;
 } ActivationSpec;
 

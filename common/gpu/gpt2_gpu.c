@@ -426,6 +426,7 @@ void gpt2_gpu_forward(GPT2Gpu *model, Gpt2ForwardMode mode, float *mean_loss) {
         nvtxRangePop();
     }
     // ANCHOR_END: forward_layers
+    model->shared_hold_last_layer = 1;
     // ANCHOR: forward_classifier
     ops->matmul_forward(ctx, a->logits, NULL, a->lnf, lm_head_of(p, c), NULL, B, T, C, Vp, ld,
                         NULL);
@@ -567,8 +568,10 @@ static void backward_pass(GPT2Gpu *model, int zero_grads) {
         LayerActs x = layer_acts(a, l, B, T, C, NH);
         floatX *residual_in = l == 0 ? a->encoded : layer_acts(a, l - 1, B, T, C, NH).residual3;
         // Chapter 14: what the forward pass did not keep, computed again (the
-        // last layer's is still where the forward pass left it).
-        if (l < L - 1) recompute_layer(model, f8, l, residual_in, &x, &w);
+        // last layer's is still where the forward pass left it, unless a
+        // backward pass has been here since).
+        if (l < L - 1 || !model->shared_hold_last_layer)
+            recompute_layer(model, f8, l, residual_in, &x, &w);
         GemmOperands o;  // chapter 13's FP8 operands of the product at hand
         const GemmOperands *o8;
         // MLP block, in reverse: through fcproj, then GELU, then fc. In FP8
@@ -598,6 +601,7 @@ static void backward_pass(GPT2Gpu *model, int zero_grads) {
         nvtxRangePop();
     }
     // ANCHOR_END: backward_layers
+    if (model->plan.recompute != RECOMPUTE_NONE) model->shared_hold_last_layer = 0;
     ops->encoder_backward(ctx, g[PARAM_WTE], g[PARAM_WPE], d->residual, model->batch->buckets,
                           model->batch->num_buckets, B, T, C);
     nvtxRangePop();

@@ -82,6 +82,10 @@ typedef struct {
     int B, T;                // of the batch last uploaded
     int has_targets;         // it came with targets
     Gpt2ForwardMode last_mode;
+    // Chapter 14: the buffers that every layer shares (--recompute) hold the
+    // last layer's activations, as the forward pass left them; a backward
+    // pass recomputes over them.
+    int shared_hold_last_layer;
     GpuActivations acts;
     float *scratch;
     size_t scratch_floats;

@@ -50,6 +50,9 @@ static GPT2Config tiny(const Variant *v, const Optimizations *o) {
     return c;
 }
 
+// The first chapter of this build: 00 (fp32) or 02 (bf16).
+static int first_chapter_of_build(void) { return chapter_first_of_precision(PRECISION_NAME); }
+
 static Optimizations switches_of(const Variant *v) {
     Optimizations o = chapter_optimizations(v->chapter);
     if (v->no_fast_attention) o.fast_attention = 0;
@@ -220,6 +223,37 @@ ParameterizedTestParameters(recompute, every_level_trains_the_bits_of_none) {
 ParameterizedTest(Variant *v, recompute, every_level_trains_the_bits_of_none,
                   .init = gpu_test_init, .fini = gpu_test_fini) {
     check_every_level_trains_the_bits_of_none(v);
+}
+
+// A second backward pass of the same forward pass (none of the trainer's
+// steps takes one) finds the shared buffers holding the first layer, which
+// the first backward pass recomputed last: it recomputes the last layer too,
+// and gets the same gradients.
+Test(recompute, a_second_backward_pass_gets_the_same_gradients) {
+    const Variant v = {first_chapter_of_build(), 0, 0, 0, 0};
+    const Optimizations o = switches_of(&v);
+    const GPT2Config cfg = tiny(&v, &o);
+    float *init = xmalloc(gpt2_num_params(&cfg) * sizeof(float));
+    gpt2_init_params(&cfg, init, 7);
+    RunPlan plan;
+    char err[ERR_LEN];
+    cr_assert(run_plan_build(&plan, &o, cfg.padded_vocab_size, 1, RECOMPUTE_BLOCK, err) == 0,
+              "%s", err);
+    GPT2Gpu m;
+    gpt2_gpu_init(&m, &gt_ctx, &cfg, init, B, T, &plan);
+    int32_t x[B * T], y[B * T];
+    random_batch(x, y, B * T, cfg.vocab_size, 5);
+    cr_assert(gpt2_gpu_forward_tokens(&m, x, y, B, T, GPT2_TRAIN, err) == 0, "%s", err);
+    const size_t n = m.num_params;
+    float *first = xmalloc(n * sizeof(float)), *second = xmalloc(n * sizeof(float));
+    gpt2_gpu_backward(&m);
+    gpt2_gpu_download_floatx(&m, m.grads, first, n);
+    gpt2_gpu_backward(&m);
+    gpt2_gpu_download_floatx(&m, m.grads, second, n);
+    gt_assert_identical("gradients of a second backward pass, --recompute block", second, first,
+                        n);
+    free(first), free(second), free(init);
+    gpt2_gpu_free(&m);
 }
 
 // ---- the trainer --------------------------------------------------------------------
