@@ -10,6 +10,13 @@
 // backward pass has one layer's worth of gradient buffers, reused by every
 // layer on the way down, and one running gradient of the residual stream:
 // what PyTorch's caching allocator ends up doing for eager code.
+//
+// Chapter 14 (--recompute, recompute.h): a stacked (L,...) tensor that the
+// plan's level recomputes holds one layer instead, (1,...): every layer's
+// forward pass writes it in turn, and the backward pass writes it again,
+// for each layer, before that layer's backward pass reads it. The table says
+// from which level each tensor is recomputed; activations_layer says where
+// layer l's slice is.
 // Which tensors are fp32 in every build, and why: kernels/precision.h.
 #ifndef ACTIVATIONS_H
 #define ACTIVATIONS_H
@@ -55,6 +62,7 @@ typedef struct {
     GpuActGrads d;
     void *memory;                 // the one allocation they all live in
     size_t bytes;
+    Recompute recompute;          // the plan's level, which they were allocated for
 } GpuActivations;
 
 // Allocates every tensor the run's plan needs for batches up to (B, T); the
@@ -66,9 +74,15 @@ void activations_free(GpuActivations *a);
 // The bytes activations_alloc takes for these arguments, allocating nothing.
 size_t activations_bytes(const GPT2Config *cfg, int B, int T, const RunPlan *p);
 
-// One line per tensor (name, shape, type, MiB; "-" for those not needed),
-// for batches of (B, T): the activations' rows of `--memory`
-// (memory_plan_print), which prints their total above them.
+// Which of a stacked tensor's layers holds layer l: l, or 0 for a tensor the
+// plan recomputes (chapter 14), whose one layer every layer shares. `field`
+// is the tensor's offsetof in GpuActivations, which must be a stacked one.
+int activations_layer(const GpuActivations *a, size_t field, int l);
+
+// One line per tensor (name, shape, type, MiB; "-" for those not needed;
+// one layer's shape for those recomputed), for batches of (B, T): the
+// activations' rows of `--memory` (memory_plan_print), which prints their
+// total above them.
 void activations_print(FILE *out, const GPT2Config *cfg, int B, int T, const RunPlan *p);
 
 #endif

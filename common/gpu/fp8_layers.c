@@ -41,13 +41,27 @@ static size_t partials_floats(int max_BT, int C) {
 
 static int metas_of(const GPT2Config *cfg) { return cfg->num_layers * LINEARS * FP8_ROLES; }
 
-size_t fp8_layers_bytes(const GPT2Config *cfg, int max_B, int max_T) {
+// Chapter 14: the --recompute level from which the backward pass casts
+// linear layer k's input again, as it recomputes the bf16 tensor the input
+// is cast from (activations.c): the layernorms' outputs (qkv's and fc's)
+// from norms on, attention's output (its projection's) with the block,
+// GELU's output (fc's projection's) from gelu on.
+static const Recompute CAST_AGAIN_FROM[LINEARS] = {RECOMPUTE_NORMS, RECOMPUTE_BLOCK,
+                                                   RECOMPUTE_NORMS, RECOMPUTE_GELU};
+
+// The layers of linear layer k's input kept: L, or one, which every layer shares.
+static int input_layers(int L, Linear k, Recompute recompute) {
+    return recompute >= CAST_AGAIN_FROM[k] ? 1 : L;
+}
+
+size_t fp8_layers_bytes(const GPT2Config *cfg, int max_B, int max_T, Recompute recompute) {
     const size_t L = cfg->num_layers, C = cfg->channels, BT = (size_t)max_B * max_T;
     size_t bytes = 0;
     for (int k = 0; k < LINEARS; k++) {
         int IC, OC;
         fp8_linear_shape((Linear)k, (int)C, &IC, &OC);
-        bytes += 2 * L * weight_bytes((Linear)k, (int)C) + L * IC * BT;
+        const size_t inputs = (size_t)input_layers((int)L, (Linear)k, recompute);
+        bytes += 2 * L * weight_bytes((Linear)k, (int)C) + inputs * IC * BT;
     }
     bytes += 3 * BT * 4 * C;
     bytes += partials_floats((int)BT, (int)C) * sizeof(float);
@@ -60,7 +74,8 @@ static void *take(Fp8Layers *f, size_t bytes, const char *what) {
     return gpu_malloc(bytes, what);
 }
 
-void fp8_layers_alloc(Fp8Layers *f, const GPT2Config *cfg, int max_B, int max_T) {
+void fp8_layers_alloc(Fp8Layers *f, const GPT2Config *cfg, int max_B, int max_T,
+                      Recompute recompute) {
     memset(f, 0, sizeof *f);
     f->L = cfg->num_layers, f->C = cfg->channels, f->max_BT = max_B * max_T;
     const size_t L = f->L, BT = f->max_BT, C = f->C;
@@ -69,7 +84,9 @@ void fp8_layers_alloc(Fp8Layers *f, const GPT2Config *cfg, int max_B, int max_T)
         fp8_linear_shape((Linear)k, f->C, &IC, &OC);
         f->weight_rows[k] = take(f, L * weight_bytes((Linear)k, f->C), "fp8 weights");
         f->weight_cols[k] = take(f, L * weight_bytes((Linear)k, f->C), "fp8 weights, transposed");
-        f->input_cols[k] = take(f, L * IC * BT, "fp8 layer inputs, transposed");
+        f->input_layers[k] = input_layers(f->L, (Linear)k, recompute);
+        f->input_cols[k] = take(f, (size_t)f->input_layers[k] * IC * BT,
+                                "fp8 layer inputs, transposed");
     }
     f->input_rows = take(f, BT * 4 * C, "fp8 layer input");
     f->grad_rows = take(f, BT * 4 * C, "fp8 gradient");
@@ -102,6 +119,15 @@ void fp8_layers_free(Fp8Layers *f) {
 
 static Fp8Meta *meta_of(const Fp8Layers *f, int l, Linear k, Fp8Role role) {
     return f->metas + ((size_t)l * LINEARS + k) * FP8_ROLES + role;
+}
+
+// Layer l's transpose of linear layer k's input (IC, max_BT): its own, or
+// the one every layer shares where the backward pass casts it again.
+static uint8_t *input_cols_of(const Fp8Layers *f, int l, Linear k) {
+    int IC, OC;
+    fp8_linear_shape(k, f->C, &IC, &OC);
+    const size_t layer = f->input_layers[k] == 1 ? 0 : (size_t)l;
+    return f->input_cols[k] + layer * IC * f->max_BT;
 }
 
 static GemmOperand operand(GemmPrecision format, const void *rows, const void *cols,
@@ -142,7 +168,7 @@ GemmOperands fp8_forward_operands(Fp8Layers *f, const GpuContext *ctx, int l, Li
     int IC, OC;
     fp8_linear_shape(k, f->C, &IC, &OC);
     const size_t w = weight_bytes(k, f->C);
-    uint8_t *x_cols = f->input_cols[k] + (size_t)l * IC * f->max_BT;
+    uint8_t *x_cols = input_cols_of(f, l, k);
     Fp8Meta *x_meta = meta_of(f, l, k, FP8_INPUT);
     Fp8Cast cast = {.op = op, .in = x, .rows = BT, .cols = IC, .format = GEMM_E4M3,
                     .meta = x_meta, .out = f->input_rows, .out_t = x_cols};
@@ -166,9 +192,7 @@ GemmOperands fp8_layernorm_operands(Fp8Layers *f, const GpuContext *ctx, const G
         else ops->layernorm_forward(ctx, out, mean, rstd, a, weight, bias, B, T, f->C);
         return fp8_forward_operands(f, ctx, l, k, out, FP8_COPY, B * T);
     }
-    int IC, OC;
-    fp8_linear_shape(k, f->C, &IC, &OC);
-    uint8_t *x_cols = f->input_cols[k] + (size_t)l * IC * f->max_BT;
+    uint8_t *x_cols = input_cols_of(f, l, k);
     Fp8Meta *x_meta = meta_of(f, l, k, FP8_INPUT);
     residual_layernorm_forward_fp8(ctx, residual, mean, rstd, a, b, weight, bias, B * T, f->C,
                                    x_meta, f->input_rows, x_cols);
@@ -197,8 +221,7 @@ GemmOperands fp8_backward_operands(Fp8Layers *f, const GpuContext *ctx, int l, L
     GemmOperands o = {
         .weight = operand(GEMM_E4M3, f->weight_rows[k] + l * w, f->weight_cols[k] + l * w,
                           meta_of(f, l, k, FP8_WEIGHT)),
-        .input = operand(GEMM_E4M3, NULL, f->input_cols[k] + (size_t)l * IC * f->max_BT,
-                         meta_of(f, l, k, FP8_INPUT)),
+        .input = operand(GEMM_E4M3, NULL, input_cols_of(f, l, k), meta_of(f, l, k, FP8_INPUT)),
         .grad = operand(GEMM_E5M2, f->grad_rows, f->grad_cols, g_meta),
     };
     return o;

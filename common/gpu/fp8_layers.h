@@ -29,7 +29,10 @@
 // per layer the inputs' transposes, 7C bytes a token (ln1, attention's
 // output, ln2 as C each, GELU's output as 4C); and three (B*T, 4C) byte
 // buffers shared by every layer: an input's rows, a gradient's rows and its
-// transpose.
+// transpose. Chapter 14 (--recompute, recompute.h): an input whose bf16
+// tensor the backward pass recomputes is cast again there too, with the
+// forward pass's scale, and its transpose is kept for one layer only
+// (input_layers), which every layer shares.
 #ifndef FP8_LAYERS_H
 #define FP8_LAYERS_H
 
@@ -42,6 +45,7 @@
 #include "gpu_context.h"
 #include "model/gpt2_config.h"
 #include "precision.h"
+#include "train/recompute.h"
 
 typedef enum { LINEAR_QKV, LINEAR_ATTPROJ, LINEAR_FC, LINEAR_FCPROJ, LINEARS } Linear;
 typedef enum { FP8_WEIGHT, FP8_INPUT, FP8_GRAD, FP8_ROLES } Fp8Role;
@@ -50,7 +54,8 @@ typedef struct {
     int history_ready;  // a step has ended: inputs and grads use delayed scales
     int L, C, max_BT;
     uint8_t *weight_rows[LINEARS], *weight_cols[LINEARS];  // (L, OC, IC), (L, IC, OC)
-    uint8_t *input_cols[LINEARS];                          // (L, IC, max_BT)
+    uint8_t *input_cols[LINEARS];                          // (input_layers, IC, max_BT)
+    int input_layers[LINEARS];  // L, or 1 where the backward pass casts the input again
     uint8_t *input_rows;               // (max_BT, 4C): the input of the product at hand
     uint8_t *grad_rows, *grad_cols;    // (max_BT, 4C) each: the gradient at hand
     float *col_partials;               // the bias gradients' partial sums (fp8.h)
@@ -62,11 +67,13 @@ typedef struct {
 // The linear layer's input and output widths (IC, OC) at C channels.
 void fp8_linear_shape(Linear k, int C, int *IC, int *OC);
 
-// Device bytes fp8_layers_alloc takes for this model and largest batch.
-size_t fp8_layers_bytes(const GPT2Config *cfg, int max_B, int max_T);
+// Device bytes fp8_layers_alloc takes for this model, largest batch and
+// level of recompute.
+size_t fp8_layers_bytes(const GPT2Config *cfg, int max_B, int max_T, Recompute recompute);
 
 // Allocates the buffers, every scale 1 and every history empty.
-void fp8_layers_alloc(Fp8Layers *f, const GPT2Config *cfg, int max_B, int max_T);
+void fp8_layers_alloc(Fp8Layers *f, const GPT2Config *cfg, int max_B, int max_T,
+                      Recompute recompute);
 void fp8_layers_free(Fp8Layers *f);
 
 // Every layer's four weight matrices, from the parameters' views

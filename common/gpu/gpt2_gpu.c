@@ -132,7 +132,7 @@ void gpt2_gpu_init(GPT2Gpu *model, GpuContext *ctx, const GPT2Config *cfg, const
     adamw_tables(model);
     model->plan.fp8 = model->fp8_on = plan->fp8 && ctx->fp8;  // what memory_plan counts
     if (model->fp8_on) {
-        fp8_layers_alloc(&model->fp8, cfg, max_B, max_T);
+        fp8_layers_alloc(&model->fp8, cfg, max_B, max_T, plan->recompute);
         model->device_bytes += model->fp8.bytes;
     }
 }
@@ -206,28 +206,31 @@ typedef struct {
 
 // Layer l's slices of the (L, B, ...) stacked activations, for the current
 // batch shape (B, T). Of att and att_lse, the one the switches do not need
-// is NULL.
+// is NULL. A tensor that the plan recomputes (chapter 14) holds one layer,
+// which every layer's slice is (activations_layer).
 static LayerActs layer_acts(const GpuActivations *a, int l, size_t B, size_t T, size_t C,
                             size_t NH) {
     size_t BTC = B * T * C, BT = B * T;
+#define LAYER(field) ((size_t)activations_layer(a, offsetof(GpuActivations, field), l))
     LayerActs x = {
-        .ln1 = a->ln1 + l * BTC,
-        .ln1_mean = a->ln1_mean + l * BT,
-        .ln1_rstd = a->ln1_rstd + l * BT,
-        .qkv = a->qkv + l * 3 * BTC,
-        .atty = a->atty + l * BTC,
-        .att = a->att ? a->att + l * B * NH * T * T : NULL,
-        .att_lse = a->att_lse ? a->att_lse + l * B * NH * T : NULL,
-        .attproj = a->attproj + l * BTC,
-        .residual2 = a->residual2 + l * BTC,
-        .ln2 = a->ln2 + l * BTC,
-        .ln2_mean = a->ln2_mean + l * BT,
-        .ln2_rstd = a->ln2_rstd + l * BT,
-        .fch = a->fch + l * 4 * BTC,
-        .fch_gelu = a->fch_gelu + l * 4 * BTC,
-        .fcproj = a->fcproj + l * BTC,
-        .residual3 = a->residual3 + l * BTC,
+        .ln1 = a->ln1 + LAYER(ln1) * BTC,
+        .ln1_mean = a->ln1_mean + LAYER(ln1_mean) * BT,
+        .ln1_rstd = a->ln1_rstd + LAYER(ln1_rstd) * BT,
+        .qkv = a->qkv + LAYER(qkv) * 3 * BTC,
+        .atty = a->atty + LAYER(atty) * BTC,
+        .att = a->att ? a->att + LAYER(att) * B * NH * T * T : NULL,
+        .att_lse = a->att_lse ? a->att_lse + LAYER(att_lse) * B * NH * T : NULL,
+        .attproj = a->attproj + LAYER(attproj) * BTC,
+        .residual2 = a->residual2 + LAYER(residual2) * BTC,
+        .ln2 = a->ln2 + LAYER(ln2) * BTC,
+        .ln2_mean = a->ln2_mean + LAYER(ln2_mean) * BT,
+        .ln2_rstd = a->ln2_rstd + LAYER(ln2_rstd) * BT,
+        .fch = a->fch + LAYER(fch) * 4 * BTC,
+        .fch_gelu = a->fch_gelu + LAYER(fch_gelu) * 4 * BTC,
+        .fcproj = a->fcproj + LAYER(fcproj) * BTC,
+        .residual3 = a->residual3 + LAYER(residual3) * BTC,
     };
+#undef LAYER
     return x;
 }
 
@@ -421,6 +424,7 @@ void gpt2_gpu_forward(GPT2Gpu *model, Gpt2ForwardMode mode, float *mean_loss) {
         nvtxRangePop();
     }
     // ANCHOR_END: forward_layers
+    model->shared_hold_last_layer = 1;
     // ANCHOR: forward_classifier
     ops->matmul_forward(ctx, a->logits, NULL, a->lnf, lm_head_of(p, c), NULL, B, T, C, Vp, ld,
                         NULL);
@@ -430,6 +434,88 @@ void gpt2_gpu_forward(GPT2Gpu *model, Gpt2ForwardMode mode, float *mean_loss) {
     // ANCHOR_END: forward_classifier
     nvtxRangePop();
 }
+
+// ---- chapter 14: what the backward pass recomputes ---------------------------------
+// At the plan's level of --recompute (recompute.h), the forward pass keeps
+// one layer of some activations (activations.c), and the backward pass
+// computes them again, for each layer, before its backward pass: with the
+// forward pass's own calls, on the inputs it had, so with the same bits.
+
+// The layernorm of linear layer k (qkv's ln1, fc's ln2) of layer l from the
+// residual stream it read, into ln (in FP8, into the layer's operand, with
+// the forward pass's scale). The forward pass's seam added the residual
+// first; its kernels normalize the sum as they stored it, rounded
+// (layernorm.h, layernorm_fp8.h), so the layernorm alone of what they
+// stored computes the same bits.
+static void recompute_layernorm(const GPT2Gpu *model, Fp8Layers *f8, int l, Linear k,
+                                const LayernormAt *ln, const floatX *residual) {
+    GemmOperands unused;
+    seam(model, f8, &unused, l, k, NULL, ln, residual, NULL);
+}
+
+// GELU's output, into the buffer every layer shares. In FP8, GELU(fch) cast
+// again into fc's projection's operand, as the forward pass cast it. In
+// bf16, fc's product again, the forward pass's call: since chapter 04 GELU
+// is fc's GEMM epilogue, which takes it from the product's fp32 sum, while
+// GELU's own kernel (gelu_forward_v1) would take it from fch, that sum
+// rounded to bf16: other bits. The product writes fch again, with the bits
+// it has.
+static void recompute_gelu(const GPT2Gpu *model, Fp8Layers *f8, int l, const LayerActs *x,
+                           const LayerWeights *w) {
+    const int B = model->B, T = model->T, C = model->config.channels;
+    if (f8) {
+        fp8_forward_operands(f8, model->ctx, l, LINEAR_FCPROJ, x->fch, FP8_GELU, B * T);
+        return;
+    }
+    model->plan.ops.matmul_forward(model->ctx, x->fch_gelu, x->fch, x->ln2, w->fcw, w->fcb, B, T,
+                                   C, 4 * C, 4 * C, NULL);
+}
+
+// Layer l's forward pass again from the residual stream entering it, up to
+// what its backward pass reads: everything but fc's projection and the sum
+// after it (the residual stream leaving the layer, which is kept).
+static void recompute_block(const GPT2Gpu *model, Fp8Layers *f8, int l, const floatX *residual,
+                            const LayerActs *x, const LayerWeights *w) {
+    const GpuContext *ctx = model->ctx;
+    const GpuOps *ops = &model->plan.ops;
+    const int B = model->B, T = model->T, C = model->config.channels, NH = model->config.num_heads;
+    const LayernormAt ln1 = {x->ln1, x->ln1_mean, x->ln1_rstd, w->ln1w, w->ln1b};
+    const LayernormAt ln2 = {x->ln2, x->ln2_mean, x->ln2_rstd, w->ln2w, w->ln2b};
+    GemmOperands o_qkv, o;
+    const GemmOperands *qkv_in = seam(model, f8, &o_qkv, l, LINEAR_QKV, NULL, &ln1, residual, NULL);
+    ops->matmul_forward(ctx, x->qkv, NULL, x->ln1, w->qkvw, w->qkvb, B, T, C, 3 * C, 3 * C, qkv_in);
+    ops->attention_forward(ctx, x->atty, x->att, x->att_lse, model->scratch, x->qkv, B, T, C, NH);
+    ops->matmul_forward(ctx, x->attproj, NULL, x->atty, w->attprojw, w->attprojb, B, T, C, C, C,
+                        fp8_input(f8, &o, ctx, l, LINEAR_ATTPROJ, x->atty, FP8_COPY, B * T));
+    const GemmOperands *fc_in = seam(model, f8, &o, l, LINEAR_FC, x->residual2, &ln2, residual,
+                                     x->attproj);
+    ops->matmul_forward(ctx, f8 ? x->fch : x->fch_gelu, f8 ? NULL : x->fch, x->ln2, w->fcw, w->fcb,
+                        B, T, C, 4 * C, 4 * C, fc_in);
+    if (f8) fp8_forward_operands(f8, ctx, l, LINEAR_FCPROJ, x->fch, FP8_GELU, B * T);
+}
+
+// ANCHOR: recompute_layer
+// What layer l's backward pass reads and the forward pass did not keep,
+// computed again; `residual` is the residual stream entering the layer.
+static void recompute_layer(const GPT2Gpu *model, Fp8Layers *f8, int l, const floatX *residual,
+                            const LayerActs *x, const LayerWeights *w) {
+    const Recompute level = model->plan.recompute;
+    if (level == RECOMPUTE_NONE) return;
+    nvtxRangePushA("recompute");
+    if (level == RECOMPUTE_BLOCK) {
+        recompute_block(model, f8, l, residual, x, w);
+    } else {
+        if (level >= RECOMPUTE_NORMS) {
+            const LayernormAt ln1 = {x->ln1, x->ln1_mean, x->ln1_rstd, w->ln1w, w->ln1b};
+            const LayernormAt ln2 = {x->ln2, x->ln2_mean, x->ln2_rstd, w->ln2w, w->ln2b};
+            recompute_layernorm(model, f8, l, LINEAR_QKV, &ln1, residual);
+            recompute_layernorm(model, f8, l, LINEAR_FC, &ln2, x->residual2);
+        }
+        recompute_gelu(model, f8, l, x, w);  // in bf16 it reads ln2: after it
+    }
+    nvtxRangePop();
+}
+// ANCHOR_END: recompute_layer
 
 // ---- backward --------------------------------------------------------------------
 
@@ -479,6 +565,11 @@ static void backward_pass(GPT2Gpu *model, int zero_grads) {
         LayerWeights w = layer_weights(p, l, C), dw = layer_weights(g, l, C);
         LayerActs x = layer_acts(a, l, B, T, C, NH);
         floatX *residual_in = l == 0 ? a->encoded : layer_acts(a, l - 1, B, T, C, NH).residual3;
+        // Chapter 14: what the forward pass did not keep, computed again (the
+        // last layer's is still where the forward pass left it, unless a
+        // backward pass has been here since).
+        if (l < L - 1 || !model->shared_hold_last_layer)
+            recompute_layer(model, f8, l, residual_in, &x, &w);
         GemmOperands o;  // chapter 13's FP8 operands of the product at hand
         const GemmOperands *o8;
         // MLP block, in reverse: through fcproj, then GELU, then fc. In FP8
@@ -508,6 +599,7 @@ static void backward_pass(GPT2Gpu *model, int zero_grads) {
         nvtxRangePop();
     }
     // ANCHOR_END: backward_layers
+    if (model->plan.recompute != RECOMPUTE_NONE) model->shared_hold_last_layer = 0;
     ops->encoder_backward(ctx, g[PARAM_WTE], g[PARAM_WPE], d->residual, model->batch->buckets,
                           model->batch->num_buckets, B, T, C);
     nvtxRangePop();

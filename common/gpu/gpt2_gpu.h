@@ -24,7 +24,9 @@
 //                   only (NULL in fp32, where params are fp32 already); AdamW
 //                   updates them and rounds them into params
 //   acts            every activation and activation gradient: one table,
-//                   activations.h, sized by the plan
+//                   activations.h, sized by the plan; from chapter 14, some
+//                   of them one layer's worth, which the backward pass
+//                   recomputes for each layer (--recompute, recompute.h)
 //   scratch         one float buffer, as large as the largest kernel's need
 //   adamw_step      the values of the current AdamW step (adamw.h's AdamWStep),
 //                   which chapter 09's fused update reads from memory
@@ -81,6 +83,10 @@ typedef struct {
     int B, T;                // of the batch last uploaded
     int has_targets;         // it came with targets
     Gpt2ForwardMode last_mode;
+    // Chapter 14: the buffers that every layer shares (--recompute) hold the
+    // last layer's activations, as the forward pass left them; a backward
+    // pass recomputes over them.
+    int shared_hold_last_layer;
     GpuActivations acts;
     float *scratch;
     size_t scratch_floats;

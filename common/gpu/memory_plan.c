@@ -73,7 +73,7 @@ MemoryPlan memory_plan(const GPT2Config *cfg, int B, int T, const RunPlan *run) 
     p.scratch = memory_plan_scratch_floats(cfg, B, T, run) * sizeof(float);
     p.batch = device_batch_bytes(B, T);
     p.scalars = 3 * sizeof(float) + sizeof(AdamWStep);
-    p.fp8 = run->fp8 ? fp8_layers_bytes(cfg, B, T) : 0;
+    p.fp8 = run->fp8 ? fp8_layers_bytes(cfg, B, T, run->recompute) : 0;
     p.model = p.params + p.grads + p.adam_fp32 + p.adam_8bit + p.master + p.activations +
               p.scratch + p.batch + p.scalars + p.fp8;
     p.gemm = gemm_bytes(cfg, run);
@@ -89,7 +89,9 @@ MemoryPlan memory_plan(const GPT2Config *cfg, int B, int T, const RunPlan *run) 
 
 int memory_plan_request(const GPT2Config *cfg, const RunRequest *r, MemoryPlan *out, char *err) {
     RunPlan run;
-    if (run_plan_build(&run, &r->switches, cfg->padded_vocab_size, r->grad_accum, err)) return -1;
+    if (run_plan_build(&run, &r->switches, cfg->padded_vocab_size, r->grad_accum, r->recompute,
+                       err))
+        return -1;
     *out = memory_plan(cfg, r->B, r->T, &run);
     return 0;
 }

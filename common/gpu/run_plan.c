@@ -31,7 +31,8 @@ static int check_fp8(const Optimizations *o, char *err) {
     return 0;
 }
 
-int run_plan_build(RunPlan *plan, const Optimizations *o, int Vp, int micro_batches, char *err) {
+int run_plan_build(RunPlan *plan, const Optimizations *o, int Vp, int micro_batches,
+                   Recompute recompute, char *err) {
     memset(plan, 0, sizeof *plan);
     if (check_step(o, micro_batches, err) || check_fp8(o, err)) return -1;
     plan->ops = gpu_ops_select(o, &plan->launch);
@@ -45,6 +46,10 @@ int run_plan_build(RunPlan *plan, const Optimizations *o, int Vp, int micro_batc
     plan->logits_stride = gpu_ops_logits_stride(o, Vp);
     plan->lt_gemms = o->kernel_fusion;
     plan->fp8 = o->fp8;
+    // Chapter 14: the activations the backward pass computes again instead
+    // of the forward pass keeping them for every layer, with any chapter's
+    // kernels (activations.c says which, gpt2_gpu.c how).
+    plan->recompute = recompute;
     // The update.
     plan->host_reads_norm = !o->sync_avoidance;
     plan->fused_update = o->fused_optimizer;
@@ -56,7 +61,6 @@ int run_plan_build(RunPlan *plan, const Optimizations *o, int Vp, int micro_batc
     plan->micro_batches = micro_batches;
     plan->device_schedule = o->cuda_graphs || micro_batches > 1;
     plan->phase_events = !o->cuda_graphs && micro_batches == 1;
-    plan->recompute = 0;
     // One GPU: the first the process sees.
     plan->rank = 0, plan->world_size = 1, plan->device = GPU_FIRST_DEVICE;
     return 0;
@@ -66,6 +70,6 @@ int run_plan_build(RunPlan *plan, const Optimizations *o, int Vp, int micro_batc
 RunPlan run_plan_for_model(const Optimizations *o, int Vp) {
     RunPlan plan;
     char err[ERR_LEN];
-    if (run_plan_build(&plan, o, Vp, 1, err)) die("run_plan_for_model: %s", err);
+    if (run_plan_build(&plan, o, Vp, 1, RECOMPUTE_NONE, err)) die("run_plan_for_model: %s", err);
     return plan;
 }

@@ -12,6 +12,7 @@
 #define RUN_PLAN_H
 
 #include "train/chapters.h"
+#include "train/recompute.h"
 #include "model/gpt2_config.h"
 #include "gpu/gpu_ops.h"
 
@@ -31,6 +32,7 @@ typedef struct {
     int logits_stride;     // the logits' row stride: Vp, or more (gpu_ops_logits_stride)
     int lt_gemms;          // 04: GEMMs on cuBLASLt, with its workspace (and padded copies)
     int fp8;               // 13: the linear layers' GEMMs on FP8 copies of their operands
+    Recompute recompute;   // 14: --recompute: what the backward pass computes again (recompute.h)
     // The update (gpt2_gpu_update).
     int host_reads_norm;   // 00-02: the gradient norm read back by the host (which clips, to 08)
     int fused_update;      // 09: one AdamW launch for every tensor, the clipping folded in
@@ -42,22 +44,22 @@ typedef struct {
     int micro_batches;     // --grad-accum: backward passes summed into each update
     int device_schedule;   // the update's lr and corrections from a table on the device
     int phase_events;      // forward, backward and update timed apart (no graphs, one micro-batch)
-    int recompute;         // activations recomputed in the backward pass: none yet (chapter 14)
     // The GPUs: this process's rank of world_size, on its device.
     int rank, world_size, device;
 } RunPlan;
 // ANCHOR_END: run_plan
 
-// The plan for the switches o, a model of padded vocabulary Vp, and
-// micro_batches backward passes per update, on one GPU. Returns 0, or -1 when
-// the switches ask for a step the chapters before cannot give (CUDA graphs or
-// micro-batches without sync avoidance or the fused update), err naming the
-// flags.
-int run_plan_build(RunPlan *plan, const Optimizations *o, int Vp, int micro_batches, char *err);
+// The plan for the switches o, a model of padded vocabulary Vp, micro_batches
+// backward passes per update, and the activations recomputed at `recompute`'s
+// level, on one GPU. Returns 0, or -1 when the switches ask for a step the
+// chapters before cannot give (CUDA graphs or micro-batches without sync
+// avoidance or the fused update), err naming the flags.
+int run_plan_build(RunPlan *plan, const Optimizations *o, int Vp, int micro_batches,
+                   Recompute recompute, char *err);
 
 // The same for a model that is only run and updated, never stepped by the
-// trainer (the tests, --check-state): one micro-batch; a combination the
-// trainer would refuse is a programming error here.
+// trainer (the tests, --check-state): one micro-batch, every activation kept;
+// a combination the trainer would refuse is a programming error here.
 RunPlan run_plan_for_model(const Optimizations *o, int Vp);
 
 #ifdef __cplusplus

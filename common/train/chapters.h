@@ -25,9 +25,10 @@
 //                           into the run's plan: the buffers the model keeps,
 //                           its update, and how the step runs (the host's
 //                           waits, the data workers, graphs, micro-batches).
-// A switch is on or off. What is a number (a batch, micro-batches, later a
-// count of GPUs) is a flag of the run (train_options.h), which the plan
-// takes beside the switches.
+// A switch is on or off. What is a number or a choice (a batch,
+// micro-batches, chapter 14's level of --recompute, later a count of GPUs) is
+// a flag of the run (train_options.h), which the plan takes beside the
+// switches.
 #ifndef CHAPTERS_H
 #define CHAPTERS_H
 

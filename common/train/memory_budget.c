@@ -52,6 +52,17 @@ static int switch_on(RunRequest *r, const char *flag, const char *precision) {
     return memcmp(&before, &r->switches, sizeof before) ? 0 : -1;  // all ints: no padding
 }
 
+// --recompute LEVEL, as the row's flag names it, where it recomputes more
+// than the run asked for: 0, or -1 when the run already recomputes as much.
+static int recompute_more(RunRequest *r, const char *flag, const char *precision) {
+    (void)precision;  // both builds recompute
+    Recompute level;
+    if (recompute_from_name(flag + strcspn(flag, " ") + 1, &level) || level <= r->recompute)
+        return -1;
+    r->recompute = level;
+    return 0;
+}
+
 typedef struct {
     const char *flag;  // as the command line writes it
     int (*apply)(RunRequest *r, const char *flag, const char *precision);
@@ -63,9 +74,12 @@ typedef struct {
 // values are its levels, the cheapest first: once one fits, the costlier
 // ones are not suggested (is_costlier_level).
 static const SwitchFix SWITCH_FIXES[] = {
-    // HOOK(recompute): chapter 14's --recompute gelu|norms|block, a row per
-    // level, the cheapest first; they go before --adamw-8bit, since they
-    // compute the same values again where the 8-bit moments round the state.
+    // Chapter 14: activations computed again in the backward pass, a row per
+    // level, the cheapest first; before --adamw-8bit, since they compute the
+    // same values again where the 8-bit moments round the state.
+    {"--recompute gelu", recompute_more},
+    {"--recompute norms", recompute_more},
+    {"--recompute block", recompute_more},
     // Chapter 10: the weight matrices' moments in one byte each.
     {"--adamw-8bit", switch_on},
 };

@@ -33,6 +33,7 @@
 #include <stddef.h>
 
 #include "train/chapters.h"
+#include "train/recompute.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -57,12 +58,11 @@ int memory_budget_is_limit(const MemoryBudget *b);
 void memory_budget_describe(const MemoryBudget *b, char *out, size_t cap);
 
 // A run as its command line asks for it: what a suggested change edits.
-// HOOK(recompute): chapter 14's --recompute gelu|norms|block adds its field
-// here (or in the switches), and its rows to SWITCH_FIXES.
 typedef struct {
     Optimizations switches;  // --chapter and the --SWITCH flags
     int B, T;                // -b, -t
     int grad_accum;          // --grad-accum: micro-batches of B sequences a step
+    Recompute recompute;     // --recompute (chapter 14)
 } RunRequest;
 
 // The bytes of the plan of run r into *bytes, 0; or -1 when its switches and

@@ -42,6 +42,9 @@ int cpu_trainer_init(CpuTrainer *tr, const TrainOptions *opt, char *err) {
     if (opt->grad_accum != 1)
         return fail(err, "--grad-accum: the GPU trainer's (chapter 11); the CPU reference "
                          "takes one batch a step");
+    if (opt->recompute != RECOMPUTE_NONE)
+        return fail(err, "--recompute %s: the GPU trainer's (chapter 14); the CPU reference "
+                         "keeps every activation", recompute_name(opt->recompute));
     tr->opt = *opt;
     rng_seed(&tr->sampler, opt->seed ^ 0x5A5A5A5Aull);
     if (open_data(opt, &tr->train, &tr->val, &tr->has_val, err)) return -1;

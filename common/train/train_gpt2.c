@@ -484,6 +484,10 @@ static int train(const CommandLine *cl, const Tokenizer *tok) {
     if (opt->grad_accum > 1)
         printf("batch: %d micro-batches of B=%d a step (--grad-accum): %d sequences\n",
                opt->grad_accum, opt->B, opt->B * opt->grad_accum);
+    if (tr.plan.recompute != RECOMPUTE_NONE)
+        printf("recompute: %s: what the forward pass does not keep of a layer, the backward "
+               "pass computes again (--memory lists it)\n",
+               recompute_name(tr.plan.recompute));
     const MemoryPlan plan = memory_plan(c, opt->B, opt->T, &tr.plan);
     printf("memory: %.2f GiB planned (the model %.2f GiB); %.2f GiB were free\n",
            plan.total / (double)(1 << 30), plan.model / (double)(1 << 30),

@@ -20,6 +20,7 @@ TrainOptions train_options_default(void) {
                            .num_layers = 4, .num_heads = 4, .channels = 128, .tied = 0};
     o.data_threads = 2;
     o.grad_accum = 1;
+    o.recompute = RECOMPUTE_NONE;
     o.B = 8;
     o.T = 64;
     o.steps = 100;
@@ -108,6 +109,10 @@ void train_options_usage(const char *program, const TrainOptions *d) {
         "  --grad-accum N        sum the gradients of N batches of -b sequences into each\n"
         "                        step: a step of N*B sequences in the memory of B (GPU\n"
         "                        trainer, --fused-optimizer; default %d)\n"
+        "  --recompute LEVEL     recompute activations in the backward pass instead of\n"
+        "                        keeping them for every layer: " RECOMPUTE_CHOICES "\n"
+        "                        (each includes the ones before; the same bits; GPU\n"
+        "                        trainer, chapter 14; default %s)\n"
         "  --steps N             steps in all: a resumed run continues to N (default %d)\n"
         "  --lr X                peak learning rate (default %g)\n"
         "  --warmup N            warm-up steps (default %d)\n"
@@ -131,7 +136,8 @@ void train_options_usage(const char *program, const TrainOptions *d) {
         "  --log-every N         print a step line every N steps (default %d)\n",
         program, d->train_pattern, d->val_pattern, d->encoder_path, d->bpe_path,
         d->data_delay_us, d->data_threads, shape, m->padded_vocab_size,
-        m->tied ? "tied" : "untied", d->B, d->T, d->grad_accum, d->steps, d->lr.max_lr,
+        m->tied ? "tied" : "untied", d->B, d->T, d->grad_accum,
+        recompute_name(d->recompute), d->steps, d->lr.max_lr,
         d->lr.warmup_steps, d->lr.min_lr_fraction, d->adamw.weight_decay, d->grad_clip,
         (unsigned long long)d->seed, d->val_every, d->val_batches, d->sample_every,
         d->sample_tokens, d->checkpoint_every, d->checkpoint_dir, d->log_every);
@@ -176,6 +182,12 @@ static int parse_seed(const char *flag, const char *s, uint64_t *out, char *err)
     return 0;
 }
 
+static int parse_recompute(const char *flag, const char *s, Recompute *out, char *err) {
+    if (recompute_from_name(s, out))
+        return fail(err, "%s: expected " RECOMPUTE_CHOICES ", got '%s'", flag, s);
+    return 0;
+}
+
 static int copy_string(const char *flag, const char *s, char *dst, size_t cap, char *err) {
     if (strlen(s) >= cap) return fail(err, "%s: value too long (max %zu bytes)", flag, cap - 1);
     memcpy(dst, s, strlen(s) + 1);
@@ -204,6 +216,7 @@ typedef enum {
     FLAG_DATA,    // --data DIR: both shard patterns
     FLAG_MODEL,   // --model NAME: a preset of four shape fields
     FLAG_SEED,    // --seed N: the uint64 seed
+    FLAG_RECOMPUTE,  // --recompute LEVEL: a level's name (recompute.h)
 } FlagKind;
 
 typedef struct {
@@ -239,6 +252,7 @@ static const FlagSpec FLAGS[] = {
     {"--batch", "-b", FLAG_INT, FIELD(B), 1, MANY, GIVEN_BATCH},
     {"--seq-len", "-t", FLAG_INT, FIELD(T), 1, MANY, GIVEN_SEQ_LEN},
     {"--grad-accum", NULL, FLAG_INT, FIELD(grad_accum), 1, GRAD_ACCUM_MAX, 0},
+    {"--recompute", NULL, FLAG_RECOMPUTE, FIELD(recompute), 0, 0, 0},
     {"--steps", NULL, FLAG_INT, FIELD(steps), 1, MANY, GIVEN_STEPS},
     {"--lr", NULL, FLAG_FLOAT, FIELD(lr.max_lr), 0, 1e30, 0},
     {"--warmup", NULL, FLAG_INT, FIELD(lr.warmup_steps), 0, MANY, 0},
@@ -279,6 +293,7 @@ static int apply_flag(TrainOptions *o, const FlagSpec *f, const char *value, cha
     case FLAG_DATA: return set_data_dir(o, value, err);
     case FLAG_MODEL: return apply_preset(&o->model, value, err);
     case FLAG_SEED: return parse_seed(f->name, value, &o->seed, err);
+    case FLAG_RECOMPUTE: return parse_recompute(f->name, value, (Recompute *)field, err);
     }
     return fail(err, "%s: unhandled kind of flag", f->name);  // not reached
 }

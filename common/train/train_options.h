@@ -10,6 +10,7 @@
 
 #include "model/gpt2_config.h"
 #include "optim/optimizer.h"
+#include "train/recompute.h"
 
 typedef struct {
     // data
@@ -23,6 +24,7 @@ typedef struct {
     // batch
     int B, T;
     int grad_accum;          // micro-batches of (B,T) summed into each step (GPU, chapter 11)
+    Recompute recompute;     // activations the backward pass computes again (GPU, chapter 14)
     // device memory
     double memory_limit_gib; // GPU: --memory-limit, the most the run may plan (memory_budget.h);
                              // 0: what the GPU has free

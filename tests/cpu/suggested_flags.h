@@ -33,7 +33,7 @@ static inline RunRequest apply_suggested_flags(const RunRequest *asked, const ch
         }
     }
     cr_assert_eq(train_options_parse(&o, argc, argv, err), 0, "'%s': %s", flags, err);
-    r.B = o.B, r.grad_accum = o.grad_accum;
+    r.B = o.B, r.grad_accum = o.grad_accum, r.recompute = o.recompute;
     return r;
 }
 

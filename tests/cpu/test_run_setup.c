@@ -77,6 +77,37 @@ Test(run_setup, every_mistake_on_the_command_line_is_named) {
                        "--padded-vocab", "100");
 }
 
+// Chapter 14's --recompute takes a level's name; anything else is named,
+// with the levels there are. The CPU trainer keeps every activation: it
+// refuses a level, as it refuses the GPU trainer's --grad-accum.
+Test(run_setup, recompute_takes_a_level_by_name) {
+    TrainOptions o;
+    char err[ERR_LEN];
+    cr_assert_eq(parse(&o, err, 1), 0, "%s", err);
+    cr_assert_eq(o.recompute, RECOMPUTE_NONE, "the default keeps every activation");
+    const char *names[] = {"none", "gelu", "norms", "block"};
+    for (int r = 0; r < RECOMPUTE_LEVELS; r++) {
+        cr_assert_eq(parse(&o, err, 3, "--recompute", names[r]), 0, "%s", err);
+        cr_assert_eq(o.recompute, (Recompute)r, "--recompute %s", names[r]);
+        cr_assert_str_eq(recompute_name(o.recompute), names[r]);
+    }
+    assert_parse_fails("--recompute: expected none, gelu, norms or block, got 'all'", 3,
+                       "--recompute", "all");
+    assert_parse_fails("--recompute: expected none, gelu, norms or block, got 'Block'", 3,
+                       "--recompute", "Block");
+    assert_parse_fails("--recompute: expected none, gelu, norms or block, got '2'", 3,
+                       "--recompute", "2");
+    assert_parse_fails("--recompute: missing value", 2, "--recompute");
+    assert_parse_fails("--recompute: missing value (the next word is the flag --steps)", 4,
+                       "--recompute", "--steps", "5");
+    TrainOptions t = tiny_train_options(2);
+    t.recompute = RECOMPUTE_NORMS;
+    CpuTrainer tr;
+    err[0] = 0;
+    cr_assert_eq(cpu_trainer_init(&tr, &t, err), -1);
+    cr_assert(strstr(err, "--recompute norms: the GPU trainer's (chapter 14)"), "got: %s", err);
+}
+
 // GPT-2's four sizes, tied, with the unpadded vocabulary of 50,257: the
 // parameter counts the sizes are named after (124M, 355M, 774M, 1558M).
 Test(run_setup, the_presets_are_gpt2s_four_sizes) {

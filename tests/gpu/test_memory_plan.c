@@ -34,7 +34,7 @@ static GPT2Config gpt2_124m_padded_as(int chapter) {
 // GPT-2 124M (or a larger size: layers, heads, channels) at B=16, T=1024,
 // with the switches of `chapter`, as the trainer's command line asks for it.
 static RunRequest asked_in(int chapter) {
-    return (RunRequest){chapter_optimizations(chapter), 16, 1024, 1};
+    return (RunRequest){chapter_optimizations(chapter), 16, 1024, 1, RECOMPUTE_NONE};
 }
 
 static GPT2Config gpt2_sized(int chapter, int layers, int heads, int channels) {
@@ -84,8 +84,9 @@ Test(memory_plan_host, a_run_too_large_is_refused_naming_the_batch_that_fits) {
 }
 
 // Where the 8-bit moments alone make the run fit, in any chapter of the
-// build with them off, the refusal names --adamw-8bit first, and the run
-// with that flag applied fits.
+// build with them off, the refusal names --adamw-8bit (after the cheapest
+// --recompute level that fits, which comes first: it changes no value), and
+// the run with that flag applied fits.
 Test(memory_plan_host, a_refusal_names_a_switch_that_then_fits) {
     for (int ch = first_chapter(); ch < chapter_count(); ch++) {
         const GPT2Config c = gpt2_124m_padded_as(ch);
@@ -95,10 +96,29 @@ Test(memory_plan_host, a_refusal_names_a_switch_that_then_fits) {
         char err[ERR_LEN] = "";
         cr_assert_eq(memory_plan_check(&c, &asked, &budget, err), -1, "chapter %02d", ch);
         cr_assert(strstr(err, "does not fit in --memory-limit"), "chapter %02d: %s", ch, err);
-        cr_assert(strstr(err, "it fits with --adamw-8bit (about"), "chapter %02d: %s", ch, err);
+        cr_assert(strstr(err, "it fits with --recompute ") || strstr(err, "it fits with --adamw-8bit"),
+                  "chapter %02d: %s", ch, err);
+        cr_assert(strstr(err, "--adamw-8bit (about"), "chapter %02d: %s", ch, err);
         const RunRequest applied = apply_suggested_flags(&asked, "--adamw-8bit", PRECISION_NAME);
         cr_assert_eq(memory_plan_check(&c, &applied, &budget, err), 0, "chapter %02d: %s", ch, err);
     }
+}
+
+// Chapter 14's budget: where --recompute norms is the cheapest level that
+// fits, the refusal names it first, and not block, and the run fits with it.
+Test(memory_plan_host, a_refusal_names_the_cheapest_recompute_level_that_fits) {
+    const int ch = chapter_count() - 1;
+    const GPT2Config c = gpt2_124m_padded_as(ch);
+    RunRequest asked = asked_in(ch), norms = asked;
+    norms.recompute = RECOMPUTE_NORMS;
+    const MemoryBudget budget = memory_budget(80ull << 30, planned(&c, &norms) / 1073741824.0);
+    char err[ERR_LEN] = "";
+    cr_assert_eq(memory_plan_check(&c, &asked, &budget, err), -1);
+    cr_assert(strstr(err, "it fits with --recompute norms (about"), "%s", err);
+    cr_assert(!strstr(err, "--recompute block"), "%s", err);
+    const RunRequest applied = apply_suggested_flags(&asked, "--recompute norms", PRECISION_NAME);
+    cr_assert_eq(applied.recompute, RECOMPUTE_NORMS);
+    cr_assert_eq(memory_plan_check(&c, &applied, &budget, err), 0, "%s", err);
 }
 
 // Every suggestion, for GPT-2's four sizes under budgets of 8 to 24 GiB in
@@ -172,8 +192,7 @@ Test(memory_plan_host, chapter_11_suggests_micro_batches) {
         eight.B = 8;
         const MemoryBudget budget = memory_budget(planned(&c, &eight), 0);
         cr_assert_eq(memory_plan_check(&c, &asked, &budget, err), -1);
-        cr_assert(strstr(err, "it fits with -b 8 --grad-accum 2 (about"), "chapter %02d: %s", ch,
-                  err);
+        cr_assert(strstr(err, "with -b 8 --grad-accum 2 (about"), "chapter %02d: %s", ch, err);
         cr_assert(strstr(err, "the same 16 sequences a step"), "chapter %02d: %s", ch, err);
     }
 }
@@ -194,8 +213,51 @@ Test(memory_plan_host, chapter_12_plans_chapter_11s_memory) {
 }
 #endif
 
+// Chapter 14: what each level of --recompute gives back, per layer but the
+// one every layer shares (recompute.h), at 124M, B=16, T=1024, where every
+// tensor is a multiple of the table's 256-byte alignment: in every chapter
+// of the build, eager attention's probabilities included, and chapter 13's
+// FP8 operands.
+static MemoryPlan plan_at(const GPT2Config *c, const Optimizations *o, Recompute r) {
+    RunPlan run;
+    char err[ERR_LEN];
+    cr_assert(run_plan_build(&run, o, c->padded_vocab_size, 1, r, err) == 0, "%s", err);
+    return memory_plan(c, 16, 1024, &run);
+}
+
+Test(memory_plan_host, each_level_of_recompute_gives_back_what_it_says) {
+    const size_t X = sizeof(floatX), BT = 16 * 1024;
+    for (int ch = first_chapter(); ch < chapter_count(); ch++) {
+        const Optimizations o = chapter_optimizations(ch);
+        const GPT2Config c = gpt2_124m_padded_as(ch);
+        const size_t L = c.num_layers, C = c.channels, NH = c.num_heads;
+        MemoryPlan p[RECOMPUTE_LEVELS];
+        for (int r = 0; r < RECOMPUTE_LEVELS; r++) p[r] = plan_at(&c, &o, (Recompute)r);
+        // gelu: GELU's output (B,T,4C)
+        cr_assert_eq(p[0].activations - p[1].activations, (L - 1) * BT * 4 * C * X, "ch%02d", ch);
+        // norms: ln1, ln2 (B,T,C) and their mean and rstd (B,T) fp32
+        cr_assert_eq(p[1].activations - p[2].activations, (L - 1) * BT * (2 * C * X + 4 * 4),
+                     "ch%02d", ch);
+        // block: qkv, atty, attproj, residual2, fch, fcproj (11C a token),
+        // and attention's lse (NH floats a token) or probabilities (NH x T)
+        const size_t attention = o.flash_attention ? NH * sizeof(float) : NH * 1024 * X;
+        cr_assert_eq(p[2].activations - p[3].activations,
+                     (L - 1) * BT * (11 * C * X + attention), "ch%02d", ch);
+        // chapter 13's FP8 operands, a byte each: fc's projection's (4C),
+        // then qkv's and fc's (C each), then the attention projection's (C)
+        const size_t fp8 = o.fp8 ? 1 : 0;
+        cr_assert_eq(p[0].fp8 - p[1].fp8, fp8 * (L - 1) * BT * 4 * C, "ch%02d", ch);
+        cr_assert_eq(p[1].fp8 - p[2].fp8, fp8 * (L - 1) * BT * 2 * C, "ch%02d", ch);
+        cr_assert_eq(p[2].fp8 - p[3].fp8, fp8 * (L - 1) * BT * C, "ch%02d", ch);
+        for (int r = 1; r < RECOMPUTE_LEVELS; r++)
+            cr_assert_eq(p[r].total, p[r].model + p[0].total - p[0].model, "ch%02d: only the "
+                         "model's buffers change", ch);
+    }
+}
+
 // The plan's model part is exactly what gpt2_gpu_init allocates, in every
-// chapter of the build (a tiny model: the arithmetic is the same).
+// chapter of the build and at every level of recompute (a tiny model: the
+// arithmetic is the same).
 TestSuite(memory_plan, .init = gpu_test_init, .fini = gpu_test_fini);
 
 Test(memory_plan, counts_what_the_model_allocates) {
@@ -206,14 +268,20 @@ Test(memory_plan, counts_what_the_model_allocates) {
         const Optimizations opt = chapter_optimizations(ch);
         GPT2Config c = cfg;
         apply_model_switches(&opt, &c);
-        const RunPlan plan = run_plan_for_model(&opt, c.padded_vocab_size);
-        GPT2Gpu model;
-        gpt2_gpu_init(&model, &gt_ctx, &c, params, 4, 32, &plan);
-        // The model's own plan: chapter 13's FP8 only where the GPU has it.
-        const MemoryPlan p = memory_plan(&c, 4, 32, &model.plan);
-        cr_assert_eq(model.device_bytes, p.model, "chapter %02d: the model allocated %zu bytes, "
-                     "the plan says %zu", ch, model.device_bytes, p.model);
-        gpt2_gpu_free(&model);
+        for (int r = 0; r < RECOMPUTE_LEVELS; r++) {
+            RunPlan plan;
+            char err[ERR_LEN];
+            cr_assert(run_plan_build(&plan, &opt, c.padded_vocab_size, 1, (Recompute)r, err) == 0,
+                      "%s", err);
+            GPT2Gpu model;
+            gpt2_gpu_init(&model, &gt_ctx, &c, params, 4, 32, &plan);
+            // The model's own plan: chapter 13's FP8 only where the GPU has it.
+            const MemoryPlan p = memory_plan(&c, 4, 32, &model.plan);
+            cr_assert_eq(model.device_bytes, p.model, "chapter %02d, --recompute %s: the model "
+                         "allocated %zu bytes, the plan says %zu", ch,
+                         recompute_name((Recompute)r), model.device_bytes, p.model);
+            gpt2_gpu_free(&model);
+        }
     }
     free(params);
 }

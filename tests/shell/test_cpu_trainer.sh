@@ -84,6 +84,8 @@ bad_input_exits_2() {
   cp "$work/nan.bin" "$b"
   bad_input "non-finite value (nan)" $cpu "${tiny[@]}" --resume "$b" --steps 2 || return 1
   bad_input "--grad-accum: the GPU trainer's" $cpu "${tiny[@]}" --grad-accum 2 || return 1
+  bad_input "--recompute block: the GPU trainer's (chapter 14)" \
+    $cpu "${tiny[@]}" --recompute block || return 1
   bad_input "$work/missing.json: cannot open" \
     $cpu "${tiny[@]}" --sample-tokens 4 --encoder "$work/missing.json" || return 1
   bad_input "$work/missing.bin: cannot open" $cpu --check-state "$work/missing.bin" "$b"

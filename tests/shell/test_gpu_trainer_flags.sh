@@ -71,6 +71,17 @@ a_switch_of_the_other_build_is_refused() {
   refused $fp32 "the precision is not a switch but a build" --bf16
 }
 
+# Chapter 14's --recompute takes a level's name; the error lists the levels.
+a_recompute_level_is_named() {
+  refused $bf16 "--recompute: expected none, gelu, norms or block, got 'all'" --recompute all &&
+  refused $fp32 "--recompute: expected none, gelu, norms or block, got '1'" --recompute 1 &&
+  refused $bf16 "--recompute: missing value (the next word is the flag --steps)" \
+    --recompute --steps 3 &&
+  refused $fp32 "--recompute: missing value (see --help)" --recompute || return 1
+  expect_status 0 $bf16 --help || return 1
+  says "$work/out" "--recompute LEVEL" && says "$work/out" "chapter 14; default none)"
+}
+
 a_padding_smaller_than_the_vocabulary_is_refused() {
   refused $fp32 "--padded-vocab 100 is smaller than the vocabulary, 50257 tokens" \
     --padded-vocab 100
@@ -131,6 +142,7 @@ good_flags_reach_the_device_check() {
   # Without a GPU a good command line gets as far as the device: exit 1.
   nvidia-smi -L >/dev/null 2>&1 && { echo "    (a GPU here: skipped)"; return 0; }
   expect_status 1 $fp32 --profile 2 --profile-csv "$work/p.csv" --memory --bench-warmup 1 \
+    --recompute block \
     --peak-tflops 989 --memory-limit 15.5 --steps 3 "${data[@]}" || return 1
   says "$work/err" "no CUDA device"
 }
@@ -146,6 +158,7 @@ check a_flag_without_its_value_is_named
 check unknown_flags_and_stray_words_are_named
 check a_switch_of_the_other_build_is_refused
 check a_chapter_of_the_other_precision_is_refused
+check a_recompute_level_is_named
 check a_padding_smaller_than_the_vocabulary_is_refused
 check files_are_checked_before_the_device
 check help_states_the_exit_statuses
