@@ -9,10 +9,10 @@
 #     the device (the trainer's "held at most" line) is within the limit;
 #   - GPT-2 355M in the last chapter, and 124M in chapter 09 under a tighter
 #     limit, are refused before anything is allocated (exit 2), naming what
-#     fits: a batch in micro-batches, a switch (--adamw-8bit); with the
-#     first of the flags named, each trains within its limit;
-#   - chapter 05 (no micro-batches), refused, trains with the smaller batch
-#     it names.
+#     fits: a --recompute level (chapter 14), a switch (--adamw-8bit), a
+#     batch in micro-batches; with the first of the flags named, each trains
+#     within its limit;
+#   - chapter 05 (no micro-batches), refused, trains with what it names.
 # Needs a GPU: skipped, saying so, without one.
 source "$(dirname "$0")/lib.sh"
 
@@ -51,7 +51,7 @@ refused_then_fits() {
   expect_status 2 build/train_gpt2_bf16 "${run[@]}" --memory-limit "$gib" "$@" || return 1
   says "$work/err" "the run does not fit $where" || return 1
   fix=$(first_fix "$work/err")
-  [[ $fix =~ ^$want$ ]] || fail "first suggestion '$fix', expected '$want': $(cat "$work/err")" ||
+  [[ $fix =~ ^($want)$ ]] || fail "first suggestion '$fix', expected '$want': $(cat "$work/err")" ||
     return 1
   echo "    refused; it fits with $fix"
   # shellcheck disable=SC2086  # the flags, word by word
@@ -67,9 +67,10 @@ the_last_chapter_trains_within_the_limit() {
 }
 
 # GPT-2 355M at B=16 plans about 23 GiB in the last chapter: the card (LIMIT
-# GiB free, less the context) is the budget, and micro-batches fit it.
-a_larger_model_is_refused_and_trains_in_micro_batches() {
-  refused_then_fits "$LIMIT" "on the GPU" "-b [0-9]+ --grad-accum [0-9]+" \
+# GiB free, less the context) is the budget, and recompute (chapter 14), or
+# else micro-batches, fit it.
+a_larger_model_is_refused_and_trains_with_what_it_names() {
+  refused_then_fits "$LIMIT" "on the GPU" "--recompute (gelu|norms|block)|-b [0-9]+ --grad-accum [0-9]+" \
     --chapter "$(last_chapter)" --model 355m
 }
 
@@ -82,17 +83,18 @@ card_is_larger_than() {
 
 # Chapter 09 (fp32 moments) plans about 9.05 GiB at 124M, B=16, and with
 # the 8-bit moments about 8.58: a limit of 8.8, tighter than the card, is the
-# budget, and --adamw-8bit is the first thing that fits.
+# budget, and a --recompute level (which changes no value) or --adamw-8bit is
+# the first thing that fits.
 a_tighter_limit_is_kept_and_a_switch_is_named() {
   card_is_larger_than 8.8 || return
-  refused_then_fits 8.8 "in --memory-limit 8.8" "--adamw-8bit" --chapter 9
+  refused_then_fits 8.8 "in --memory-limit 8.8" "--recompute (gelu|norms|block)|--adamw-8bit" --chapter 9
 }
 
-# Chapter 05 cannot split a step into micro-batches: the smaller batch it
-# names is a smaller step, and trains.
+# Chapter 05 cannot split a step into micro-batches: what it names (a
+# --recompute level, or a smaller batch, a smaller step) trains.
 without_micro_batches_a_smaller_batch_trains() {
   card_is_larger_than 8 || return
-  refused_then_fits 8 "in --memory-limit 8" "(--adamw-8bit )?-b [0-9]+" --chapter 5
+  refused_then_fits 8 "in --memory-limit 8" "--recompute (gelu|norms|block)|(--adamw-8bit )?-b [0-9]+" --chapter 5
 }
 
 if ! nvidia-smi -L >/dev/null 2>&1 || [ ! -x build/train_gpt2_bf16 ] || [ ! -x build/tests/gpu_ballast ]; then
@@ -106,7 +108,7 @@ trap 'kill $ballast 2>/dev/null; wait $ballast 2>/dev/null; rm -f "$ballast_out"
 wait_for "$ballast_out" "ballast:" 60 || exit 1
 echo "    $(cat "$ballast_out")"
 check the_last_chapter_trains_within_the_limit
-check a_larger_model_is_refused_and_trains_in_micro_batches
+check a_larger_model_is_refused_and_trains_with_what_it_names
 check a_tighter_limit_is_kept_and_a_switch_is_named
 check without_micro_batches_a_smaller_batch_trains
 finish
