@@ -217,7 +217,9 @@ def read_sessions(env_path, rows):
 def read_log(path):
     """Steps of one trainer run: {'title', 'steps': [(step, loss, ms, tok/s)], 'total'}."""
     run = {"title": "", "model": "", "steps": [], "total": None}
-    with open(path) as f:
+    # A log's samples are GPT-2's tokens decoded one at a time: a character of
+    # several bytes may be split across two tokens, and not be UTF-8 alone.
+    with open(path, encoding="utf-8", errors="replace") as f:
         for line in f:
             m = re.match(r"^chapter\s+\d+:\s*(.*)$", line)
             if m and not run["title"]:
