@@ -11,8 +11,11 @@
 // 4C), skip cuBLASLt's promotions of the tensor cores' partial sums
 // (gemm_operands.h: fast_accum), as Transformer Engine's forward does. The
 // backward's keep them: dweight's K is B*T, and dinp measured no faster
-// without them (the kernel lab's "fast accumulation" rows).
+// without them (the kernel lab's "fast accumulation" rows). Building with
+// -DFP8_FAST_ACCUM=0 turns it off, to measure what it buys in the step.
+#ifndef FP8_FAST_ACCUM
 #define FP8_FAST_ACCUM 1
+#endif
 
 static const int PARAM_OF[LINEARS] = {PARAM_QKVW, PARAM_ATTPROJW, PARAM_FCW, PARAM_FCPROJW};
 
