@@ -635,9 +635,10 @@ MODES = {
         BenchMode("13",    True,   True,   False,  True,    "sdpa",    True,   True,   True,
                   loss_only=True, float8=True),
     # Beside chapter 14 (GPT-2 medium and XL in a memory budget: bench
-    # --model): the best recipe run eagerly, as PyTorch users fit a large
-    # model, then + activation checkpointing of every block, then + torchao's
-    # 8-bit AdamW (tools/fetch_torchao.sh, as the float8 mode).
+    # --model): the lossonly recipe run eagerly (the PyTorch measurements the
+    # chapter starts from were eager), then + activation checkpointing of
+    # every block, then + torchao's 8-bit AdamW (tools/fetch_torchao.sh, as
+    # the float8 mode).
     "eager-bf16-sdpa-vocab-tied-fused-lossonly":
         BenchMode("14",    True,   True,   False,  False,   "sdpa",    True,   True,   True,
                   loss_only=True),
@@ -954,9 +955,9 @@ def cmd_bench(a):
                             one line saying how to get it. On the CPU (the
                             smoke test) torchao emulates the float8 GEMMs.
       eager-bf16-sdpa-vocab-tied-fused-lossonly  14  the lossonly recipe
-                            without torch.compile: the eager step in which a
-                            PyTorch user fits a large model (GPT-2 medium or
-                            XL: --model), beside chapter 14's memory budget
+                            without torch.compile, for the larger models
+                            (GPT-2 medium or XL: --model), beside chapter
+                            14's memory budget
       eager-bf16-sdpa-vocab-tied-fused-lossonly-ckpt  14  + activation
                             checkpointing: every block runs under
                             torch.utils.checkpoint (use_reentrant=False), so
