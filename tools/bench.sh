@@ -30,7 +30,11 @@
 # larger batch too; last: only those of the last chapter; 0: none), APPEND (1: add the rows to an existing results.csv and keep its
 # environment.txt: a bench split over two sessions of one machine).
 # RESULTS (results/<gpu>: where the files go). WHEELS (build/wheels: where
-# tools/fetch_torchao.sh puts torchao's wheel, which PyTorch's float8 rows need).
+# tools/fetch_torchao.sh puts torchao's wheel, which PyTorch's float8 and
+# 8-bit AdamW rows need). SIZES (0: not; 1: also; only: nothing else):
+# chapter 14's rows, GPT-2 medium (B=8) and XL (B=4) in our trainer's memory
+# budget and in PyTorch's eager recipe, plain, checkpointed, and with 8-bit
+# AdamW; `APPEND=1 SIZES=only bash tools/bench.sh` adds them to a session.
 #
 # Each chapter runs in the trainer built for its precision: the chapter
 # table (--list-chapters: chapter, precision, switch, title) says which.
@@ -45,7 +49,12 @@ B=${B:-16} T=${T:-1024} STEPS=${STEPS:-25} WARMUP=${WARMUP:-5} LARGE_B=${LARGE_B
 TRAINER_FP32=${TRAINER_FP32:-build/train_gpt2_fp32} TRAINER_BF16=${TRAINER_BF16:-build/train_gpt2_bf16}
 PYTHON=${PYTHON:-python3} PYTORCH=${PYTORCH:-1} PROFILE_STEPS=${PROFILE_STEPS:-5}
 EXTRAS=${EXTRAS:-1} OURS=${OURS:-1} APPEND=${APPEND:-0} PYTORCH_ONLY=${PYTORCH_ONLY:-}
-HEADLINE=${HEADLINE:-1}
+HEADLINE=${HEADLINE:-1} SIZES=${SIZES:-0}
+# SIZES=only: chapter 14's rows and no other (no chapter, ablation, headline
+# or other PyTorch row; PYTORCH_ONLY may still pick some of its own).
+if [ "$SIZES" = only ]; then
+  CHAPTERS=none EXTRAS=0 HEADLINE=0 PYTORCH_ONLY=${PYTORCH_ONLY:-'^pytorch-(medium|xl)(-|$)'}
+fi
 WHEELS=${WHEELS:-build/wheels}
 table=$("$TRAINER_FP32" --list-chapters)
 last=$(echo "$table" | awk 'NR > 1 {print $1}' | tail -1)
@@ -75,9 +84,10 @@ fi
 # with torch, and a GPU machine may have no package index: its wheel travels
 # with the tree in $WHEELS (tools/fetch_torchao.sh). It is installed into a
 # folder of this run's own, put on PYTHONPATH for PyTorch's rows only, so the
-# machine's Python stays as it was. Without it, the float8 rows are skipped
-# with a line that says why (unless that Python already has torchao). Only
-# a table with chapter 13 has float8 rows.
+# machine's Python stays as it was. Without it, the float8 rows (and
+# SIZES's 8-bit AdamW rows, torchao.optim) are skipped with a line that says
+# why (unless that Python already has torchao). Only a table with chapter
+# 13 has those rows.
 torchao_site= torchao_missing= torchao_note=
 if [ "$PYTORCH" != 0 ] && [ "$last" -ge 13 ]; then
   torchao_wheel=$(ls "$WHEELS"/torchao-*.whl 2>/dev/null | sort -V | tail -1)
@@ -97,13 +107,13 @@ if [ "$PYTORCH" != 0 ] && [ "$last" -ge 13 ]; then
     # The wheel also ships torchao's own tests as a top-level package named
     # test, which on PYTHONPATH would hide Python's package of that name.
     rm -rf "$torchao_site/test"
-    torchao_note="$(basename "$torchao_wheel") from $WHEELS, for the float8 rows"
-  elif $PYTHON -c 'import torchao.float8' >/dev/null 2>&1; then
-    torchao_note="$PYTHON's own, for the float8 rows"
+    torchao_note="$(basename "$torchao_wheel") from $WHEELS, for the float8 and 8-bit AdamW rows"
+  elif $PYTHON -c 'import torchao.float8, torchao.optim' >/dev/null 2>&1; then
+    torchao_note="$PYTHON's own, for the float8 and 8-bit AdamW rows"
   else
     torchao_missing="no torchao wheel in $WHEELS: run tools/fetch_torchao.sh (where pip reaches PyPI) first"
   fi
-  [ -z "$torchao_missing" ] || { torchao_site=; torchao_note="none: the float8 rows were skipped ($torchao_missing)"; }
+  [ -z "$torchao_missing" ] || { torchao_site=; torchao_note="none: the float8 and 8-bit AdamW rows were skipped ($torchao_missing)"; }
 fi
 
 [ "$APPEND" = 1 ] || {
@@ -118,16 +128,17 @@ fi
   echo "settings: B=$B T=$T steps=$STEPS warmup=$WARMUP large_B=$LARGE_B head_B=$HEAD_B; data TinyShakespeare (ours), random tokens (PyTorch)"
 } > "$out/environment.txt"
 
-# One trainer run; a failure (out of memory at the large batch) is reported
-# and the benchmark goes on.
+# One trainer run; a failure (out of memory at the large batch) or a run
+# refused for memory (its plan over --memory-limit) is reported, and the
+# benchmark goes on.
 ours() {  # label, batch, chapter, flags...
   local label=$1 b=$2 ch=$3; shift 3
-  local trainer; trainer=$(trainer_for "$ch")
-  echo "== $label (B=$b, $trainer): log in $out/logs/$label.txt =="
+  local trainer log=$out/logs/$label.txt; trainer=$(trainer_for "$ch")
+  echo "== $label (B=$b, $trainer): log in $log =="
   "$trainer" --chapter "$ch" "$@" -b "$b" -t "$T" --steps "$STEPS" --val-every 0 --sample-tokens 0 \
     --log-every 1 --bench-csv "$csv" --bench-warmup "$WARMUP" --bench-label "$label" \
-    > "$out/logs/$label.txt" 2>&1 || echo "!! $label at B=$b failed: $(tail -1 "$out/logs/$label.txt")"
-  grep '^bench:' "$out/logs/$label.txt"
+    > "$log" 2>&1 || echo "!! $label at B=$b $(grep -q 'does not fit' "$log" && echo refused || echo failed): $(tail -1 "$log")"
+  grep '^bench:' "$log"
 }
 
 # The chapter's step kernel by kernel: the warm-up, then PROFILE_STEPS
@@ -145,15 +156,16 @@ profile() {  # chapter [batch]
   grep '^profile:' "$out/logs/$label-profile.txt" | head -12
 }
 
-pytorch() {  # label, batch, mode
+pytorch() {  # label, batch, mode, more of pytorch_reference.py's flags...
   [ "$PYTORCH" = 1 ] || { [ "$PYTORCH" = best ] && [ "$3" = compile-bf16-flash ]; } || return 0
   [ -z "$PYTORCH_ONLY" ] || [[ $1 =~ $PYTORCH_ONLY ]] || return 0
   # An appended session's row of a label results.csv already has is a rerun:
   # it gets a label of its own, and the first row keeps its number.
   local label=$1
   grep -q "^$label," "$csv" && label=$label-rerun
-  # The float8 modes need torchao (installed above, or the reason it is not).
-  if [[ $3 == *-float8 ]] && [ -n "$torchao_missing" ]; then
+  # The float8 and 8-bit AdamW modes need torchao (installed above, or the
+  # reason it is not).
+  if [[ $3 == *-float8 || $3 == *-8bit ]] && [ -n "$torchao_missing" ]; then
     echo "== $label (B=$2) skipped: $torchao_missing =="
     return 0
   fi
@@ -161,14 +173,14 @@ pytorch() {  # label, batch, mode
   local pythonpath=${PYTHONPATH:-}
   [ -z "$torchao_site" ] || pythonpath=$torchao_site${pythonpath:+:$pythonpath}
   PYTHONPATH=$pythonpath $PYTHON tools/pytorch_reference.py bench --mode "$3" --B "$2" --T "$T" \
-    --steps $((STEPS - WARMUP)) --warmup "$WARMUP" --label "$label" --out-csv "$csv.torch" \
+    --steps $((STEPS - WARMUP)) --warmup "$WARMUP" --label "$label" --out-csv "$csv.torch" "${@:4}" \
     || echo "!! $1 at B=$2 failed (see above)"
 }
 
 chapters=${CHAPTERS:-$(echo "$table" | awk 'NR > 1 {print $1}')}
 [ "$chapters" = none ] && chapters=
 # An appended session says so in environment.txt: its rows are another run's.
-[ "$APPEND" = 1 ] && echo "appended: $(date -u +%Y-%m-%dT%H:%M:%SZ), commit ${COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}:$([ "$OURS" = 1 ] && echo " chapters $(echo $chapters) and their profiles")$([ "$PYTORCH" != 0 ] && echo " PyTorch rows ($PYTORCH${PYTORCH_ONLY:+, matching $PYTORCH_ONLY})")" >> "$out/environment.txt"
+[ "$APPEND" = 1 ] && echo "appended: $(date -u +%Y-%m-%dT%H:%M:%SZ), commit ${COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}:$([ "$OURS" = 1 ] && [ -n "$chapters" ] && echo " chapters $(echo $chapters) and their profiles")$([ "$SIZES" != 0 ] && echo " chapter 14's GPT-2 medium and XL rows (SIZES=$SIZES)")$([ "$PYTORCH" != 0 ] && echo " PyTorch rows ($PYTORCH${PYTORCH_ONLY:+, matching $PYTORCH_ONLY})")${torchao_note:+; torchao: $torchao_note}" >> "$out/environment.txt"
 [ "$OURS" = 1 ] && for ch in $chapters; do ours "ch$(printf %02d "$ch")" "$B" "$ch"; done
 [ "$OURS" = 1 ] && for ch in $chapters; do profile "$ch"; done
 # Leave-one-out ablations at the last chapter: each run-time switch off in
@@ -241,6 +253,26 @@ if [ "$HEADLINE" = 1 ]; then
   pytorch "pytorch-compile-bf16-flash-B$HEAD_B" "$HEAD_B" compile-bf16-flash
   pytorch "pytorch-lossonly-B$HEAD_B" "$HEAD_B" compile-bf16-sdpa-vocab-tied-fused-lossonly
   [ "$last" -ge 13 ] && pytorch "pytorch-float8-B$HEAD_B" "$HEAD_B" compile-bf16-sdpa-vocab-tied-fused-lossonly-float8
+fi
+
+# Chapter 14 (SIZES): GPT-2 medium at B=8 in 8 GiB and XL at B=4 in 16 GiB,
+# chapter 13's step with every block's activations recomputed (a plan over
+# the budget is refused: the line says so, and the bench goes on); and
+# PyTorch's eager recipe at the same batches, plain, with every block
+# checkpointed, and with torchao's 8-bit AdamW too (its memory unlimited:
+# the rows say how much it held).
+if [ "$SIZES" != 0 ] && [ "$last" -ge 13 ]; then
+  if [ "$OURS" = 1 ]; then
+    ours ch14-medium-8g 8 13 --model 355m --memory-limit 8 --recompute block
+    ours ch14-xl-16g 4 13 --model 1558m --memory-limit 16 --recompute block
+  fi
+  for size in medium:8:355m xl:4:1558m; do
+    IFS=: read -r name b model <<<"$size"
+    recipe=eager-bf16-sdpa-vocab-tied-fused-lossonly
+    pytorch "pytorch-$name" "$b" "$recipe" --model "$model"
+    pytorch "pytorch-$name-ckpt" "$b" "$recipe-ckpt" --model "$model"
+    pytorch "pytorch-$name-ckpt-8bit" "$b" "$recipe-ckpt-8bit" --model "$model"
+  done
 fi
 
 # PyTorch's rows, without their own header line.

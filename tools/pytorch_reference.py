@@ -47,6 +47,11 @@ Commands (from the repository root; `--help` on each for every option):
   python3 tools/pytorch_reference.py bench \
       --mode compile-bf16-sdpa-vocab-tied-fused-lossonly-float8 --B 16 --T 1024
 
+  # GPT-2 XL (--model 1558m), eager, every block checkpointed, torchao's
+  # 8-bit AdamW (the same wheel): PyTorch beside chapter 14's memory budget
+  python3 tools/pytorch_reference.py bench --model 1558m --B 4 --T 1024 \
+      --mode eager-bf16-sdpa-vocab-tied-fused-lossonly-ckpt-8bit
+
 File formats (little-endian, as common/files/checkpoint.h and common/files/debug_state.h):
   checkpoint   256 int32 header: [0]=20240326 [1]=3 [2]=max_seq_len [3]=V [4]=L
                [5]=H [6]=C [7]=Vp [8]=1 if untied else 0, the rest 0; then every
@@ -70,6 +75,7 @@ the random batch from one seeded with --seed + 1, so a run on the CPU and one
 on a GPU write the same weights and the same batch.
 """
 import argparse
+import importlib
 import math
 import os
 import statistics
@@ -81,6 +87,7 @@ import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+import torch.utils.checkpoint
 
 CHECKPOINT_MAGIC, CHECKPOINT_VERSION_FP32 = 20240326, 3
 DEBUG_STATE_MAGIC, DEBUG_STATE_VERSION = 20240327, 2
@@ -187,10 +194,16 @@ class Block(nn.Module):
 
 
 class GPT2(nn.Module):
-    def __init__(self, cfg, attention="manual"):
+    """checkpoint_blocks=True (the bench's -ckpt modes) wraps every block in
+    torch.utils.checkpoint (use_reentrant=False): the forward keeps only each
+    block's input, and the backward runs the block's forward again for the
+    rest. It computes the same values."""
+
+    def __init__(self, cfg, attention="manual", checkpoint_blocks=False):
         super().__init__()
         cfg.validate()
         self.cfg = cfg
+        self.checkpoint_blocks = checkpoint_blocks
         self.wte = nn.Embedding(cfg.padded_vocab_size, cfg.channels)
         self.wpe = nn.Embedding(cfg.max_seq_len, cfg.channels)
         self.blocks = nn.ModuleList(Block(cfg, attention) for _ in range(cfg.num_layers))
@@ -207,7 +220,10 @@ class GPT2(nn.Module):
             raise ValueError(f"T={T} exceeds max_seq_len={self.cfg.max_seq_len}")
         x = self.wte(idx) + self.wpe(torch.arange(T, device=idx.device))
         for block in self.blocks:
-            x = block(x)
+            if self.checkpoint_blocks and torch.is_grad_enabled():
+                x = torch.utils.checkpoint.checkpoint(block, x, use_reentrant=False)
+            else:
+                x = block(x)
         logits = self.lm_head(self.lnf(x))
         if targets is None:
             return logits, None
@@ -577,8 +593,10 @@ class BenchMode:
     tied: bool             # lm_head is wte; else a separate (Vp,C) matrix
     fused_adamw: bool      # AdamW(fused=True), foreach clipping; else one tensor at a time
     foreach_adamw: bool = False  # not fused: AdamW(foreach=True), PyTorch's default on a GPU
-    loss_only: bool = False  # the compiled forward returns the loss alone, not the logits
+    loss_only: bool = False  # the (compiled) forward returns the loss alone, not the logits
     float8: bool = False   # torchao float8 training for the blocks' linears (not lm_head)
+    checkpoint: bool = False  # torch.utils.checkpoint around every block (use_reentrant=False)
+    adamw8bit: bool = False  # torchao.optim.AdamW8bit (8-bit moments) instead of torch's AdamW
 
 
 # The PyTorch ladder. From compile-bf16 on, each row is the row above it plus
@@ -616,10 +634,29 @@ MODES = {
     "compile-bf16-sdpa-vocab-tied-fused-lossonly-float8":
         BenchMode("13",    True,   True,   False,  True,    "sdpa",    True,   True,   True,
                   loss_only=True, float8=True),
+    # Beside chapter 14 (GPT-2 medium and XL in a memory budget: bench
+    # --model): the lossonly recipe run eagerly (the PyTorch measurements the
+    # chapter starts from were eager), then + activation checkpointing of
+    # every block, then + torchao's 8-bit AdamW (tools/fetch_torchao.sh, as
+    # the float8 mode).
+    "eager-bf16-sdpa-vocab-tied-fused-lossonly":
+        BenchMode("14",    True,   True,   False,  False,   "sdpa",    True,   True,   True,
+                  loss_only=True),
+    "eager-bf16-sdpa-vocab-tied-fused-lossonly-ckpt":
+        BenchMode("14",    True,   True,   False,  False,   "sdpa",    True,   True,   True,
+                  loss_only=True, checkpoint=True),
+    "eager-bf16-sdpa-vocab-tied-fused-lossonly-ckpt-8bit":
+        BenchMode("14",    True,   True,   False,  False,   "sdpa",    True,   True,   True,
+                  loss_only=True, checkpoint=True, adamw8bit=True),
 }
 # Old names, kept so that rows measured under them still read right. The row
 # records the name it was asked for (its `chapter` column: pytorch:NAME).
 ALIASES = {"compile-bf16-flash": "compile-bf16-sdpa-vocab-tied-fused"}
+
+# bench --model: GPT-2's four sizes as (layers, heads, channels), the C
+# trainer's presets of the same names (common/train/train_options.c).
+MODEL_SIZES = {"124m": (12, 12, 768), "355m": (24, 16, 1024), "774m": (36, 20, 1280),
+               "1558m": (48, 25, 1600)}
 
 # Dense BF16 tensor-core peaks (TFLOP/s), the default MFU denominator for every
 # mode, so that rows of one table divide by the same number.
@@ -679,17 +716,18 @@ def attention_rewrites():
     return counters["inductor"]["fuse_attention"]
 
 
-def import_torchao_float8(mode_name):
-    """torchao's float8 training API, imported only for the float8 mode (the
-    other modes, --help and --list-modes need no torchao). Without torchao
-    the run ends with one line saying where to get it."""
+def import_torchao(mode_name, module, *names):
+    """Names from one of torchao's modules, imported only for the modes that
+    need torchao (float8, 8-bit AdamW): the other modes, --help and
+    --list-modes need none. Without torchao the run ends with one line saying
+    where to get it."""
     try:
-        from torchao.float8 import Float8LinearConfig, convert_to_float8_training
-    except ImportError as e:
+        found = importlib.import_module(module)
+        return tuple(getattr(found, name) for name in names)
+    except (ImportError, AttributeError) as e:
         sys.exit(f"bench: mode {mode_name} needs the Python package torchao, which does not "
                  f"import here ({e}): run tools/fetch_torchao.sh, which puts its wheel in "
                  f"build/wheels for tools/bench.sh to install, or pip install torchao==0.18.0")
-    return Float8LinearConfig, convert_to_float8_training
 
 
 def convert_blocks_to_float8(model, device, mode_name):
@@ -702,7 +740,8 @@ def convert_blocks_to_float8(model, device, mode_name):
     The weights, their gradients and AdamW's state keep their dtypes. The
     lm_head (and so wte, tied to it) stays as the bf16 recipe has it: see
     cmd_bench's docstring for why. Returns the number of layers converted."""
-    Float8LinearConfig, convert_to_float8_training = import_torchao_float8(mode_name)
+    Float8LinearConfig, convert_to_float8_training = import_torchao(
+        mode_name, "torchao.float8", "Float8LinearConfig", "convert_to_float8_training")
     config = Float8LinearConfig.from_recipe_name("tensorwise")
     if device.type != "cuda":
         # The CPU smoke test has no float8 matrix units: torchao then
@@ -725,8 +764,12 @@ def convert_blocks_to_float8(model, device, mode_name):
 
 def build_for_bench(mode, a, device):
     """The model and its optimizer, shaped and switched as the mode says."""
-    if mode.float8:  # before any work: a missing torchao ends the run at once
-        import_torchao_float8(a.mode)
+    # Before any work: a missing torchao ends the run at once.
+    if mode.float8:
+        import_torchao(a.mode, "torchao.float8", "Float8LinearConfig",
+                       "convert_to_float8_training")
+    if mode.adamw8bit:
+        (AdamW8bit,) = import_torchao(a.mode, "torchao.optim", "AdamW8bit")
     set_tf32(mode.tf32)
     torch.manual_seed(a.seed)
     V = a.vocab
@@ -736,7 +779,7 @@ def build_for_bench(mode, a, device):
                      tied=mode.tied)
     if a.T > cfg.max_seq_len:
         sys.exit(f"bench: T={a.T} exceeds max_seq_len={cfg.max_seq_len}")
-    model = GPT2(cfg, attention=mode.attention).to(device)
+    model = GPT2(cfg, attention=mode.attention, checkpoint_blocks=mode.checkpoint).to(device)
     model.init_weights(a.seed)
     if mode.float8:
         # Before torch.compile (make_train_step), which then compiles the
@@ -749,9 +792,16 @@ def build_for_bench(mode, a, device):
     # Not fused: foreach=False asks for the loop over tensors (chapter 00's
     # AdamW); left unset, PyTorch would pick its multi-tensor version on a GPU,
     # which the foreach mode asks for by name.
-    opt = torch.optim.AdamW(model.param_groups(0.1), lr=a.lr, betas=(0.9, 0.95), eps=1e-8,
-                            foreach=mode.foreach_adamw and not mode.fused_adamw,
-                            fused=mode.fused_adamw)
+    if mode.adamw8bit:
+        # torchao's AdamW8bit: the two moments of every tensor of at least
+        # 4096 values (a multiple of its block of 256) in 8 bits, one scale per
+        # block, the others in fp32; the weights stay fp32. Its step runs a
+        # function compiled by torch.compile once per tensor.
+        opt = AdamW8bit(model.param_groups(0.1), lr=a.lr, betas=(0.9, 0.95), eps=1e-8)
+    else:
+        opt = torch.optim.AdamW(model.param_groups(0.1), lr=a.lr, betas=(0.9, 0.95), eps=1e-8,
+                                foreach=mode.foreach_adamw and not mode.fused_adamw,
+                                fused=mode.fused_adamw)
     return model, opt
 
 
@@ -904,20 +954,46 @@ def cmd_bench(a):
                             reasons above. Without torchao the run ends with
                             one line saying how to get it. On the CPU (the
                             smoke test) torchao emulates the float8 GEMMs.
+      eager-bf16-sdpa-vocab-tied-fused-lossonly  14  the lossonly recipe
+                            without torch.compile, for the larger models
+                            (GPT-2 medium or XL: --model), beside chapter
+                            14's memory budget
+      eager-bf16-sdpa-vocab-tied-fused-lossonly-ckpt  14  + activation
+                            checkpointing: every block runs under
+                            torch.utils.checkpoint (use_reentrant=False), so
+                            the forward keeps only the blocks' inputs and the
+                            backward runs each block's forward again (as the
+                            trainer's --recompute block). MFU still counts
+                            the model's FLOPs only, not the recomputed ones.
+      eager-bf16-sdpa-vocab-tied-fused-lossonly-ckpt-8bit  14  + torchao's
+                            AdamW8bit (torchao.optim, the same wheel as the
+                            float8 mode) instead of fused AdamW: both moments
+                            of every tensor of at least 4096 values in 8
+                            bits with a scale per block of 256, the weights
+                            in fp32; its step calls a torch.compile'd
+                            function once per tensor (compiled in the
+                            warm-up). Without torchao, one line says how to
+                            get it.
       compile-bf16-flash  an alias of compile-bf16-sdpa-vocab-tied-fused (its
                             old name, kept for the rows measured under it)
     The cross-entropy always excludes the padding logits (as the C trainer).
     No mode syncs inside the step but the eager fp32/tf32 ones' loss.item().
     Out of memory (a large --B with manual attention) ends the run with one
     line, "bench: out of memory at B=..", and exit status 1.
+    --model 124m (the default), 355m, 774m or 1558m: GPT-2's four sizes
+    (layers/heads/channels 12/12/768, 24/16/1024, 36/20/1280, 48/25/1600, the
+    C trainer's presets); --layers, --heads, --channels override the
+    preset's. A size other than 124m is named in the row's chapter column
+    (pytorch:MODE:SIZE).
     --device cpu --no-compile runs any mode's forward and backward on the
-    CPU, with wall-clock times and no peak memory: a smoke test only."""
+    CPU, with wall-clock times and no peak memory: a smoke test only (the
+    8-bit AdamW compiles its step even then: Inductor needs a C++ compiler)."""
     if a.list_modes:
         print_modes()
         return
     name = ALIASES.get(a.mode, a.mode)
     mode = MODES[name]
-    chapter = f"pytorch:{a.mode}"
+    chapter = f"pytorch:{a.mode}" + ("" if a.model == "124m" else f":{a.model}")
     if a.no_compile and mode.compile:
         mode, chapter = replace(mode, compile=False), chapter + ":no-compile"
     device = torch.device(a.device)
@@ -954,10 +1030,10 @@ def main(argv=None):
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="command", required=True)
 
-    def model_shape(q):
-        q.add_argument("--layers", type=int, default=12)
-        q.add_argument("--heads", type=int, default=12)
-        q.add_argument("--channels", type=int, default=768)
+    def model_shape(q, preset=False):  # preset: the three below default to --model's
+        q.add_argument("--layers", type=int, default=None if preset else 12)
+        q.add_argument("--heads", type=int, default=None if preset else 12)
+        q.add_argument("--channels", type=int, default=None if preset else 768)
         q.add_argument("--max-seq-len", type=int, default=1024)
         q.add_argument("--vocab", type=int, default=50257, help="V, real tokens")
 
@@ -999,7 +1075,9 @@ def main(argv=None):
     b.add_argument("--T", type=int, default=1024)
     b.add_argument("--steps", type=int, default=30, help="timed steps")
     b.add_argument("--warmup", type=int, default=10, help="untimed steps first")
-    model_shape(b)
+    b.add_argument("--model", choices=list(MODEL_SIZES), default="124m",
+                   help="GPT-2's size: its layers, heads and channels (default 124m)")
+    model_shape(b, preset=True)
     b.add_argument("--lr", type=float, default=6e-4)
     b.add_argument("--grad-clip", type=float, default=1.0, help="0: no clipping")
     b.add_argument("--seed", type=int, default=0)
@@ -1014,6 +1092,10 @@ def main(argv=None):
     b.set_defaults(func=cmd_bench)
 
     a = p.parse_args(argv)
+    if a.command == "bench":  # --model's shape, where --layers/--heads/--channels leave it
+        for name, value in zip(("layers", "heads", "channels"), MODEL_SIZES[a.model]):
+            if getattr(a, name) is None:
+                setattr(a, name, value)
     if getattr(a, "steps", 0) < 0 or (a.command == "bench" and (a.steps < 1 or a.warmup < 0)):
         p.error("--steps must be positive and --warmup non-negative")
     a.func(a)

@@ -20,7 +20,9 @@ without_a_gpu_bench_fails_and_writes_nothing() {
 
 # A stand-in GPU, and a stand-in trainer that answers --list-chapters with
 # the real table, writes a row for --bench-csv and a header for
-# --profile-csv, and logs its arguments to $work/calls.
+# --profile-csv, and logs its arguments to $work/calls; a command line that
+# matches $REFUSE (a bash regular expression) it refuses, as the trainer
+# refuses a plan over --memory-limit (exit status 2).
 stand_ins() {
   mkdir -p "$work/bin"
   cat >"$work/bin/nvidia-smi" <<'SMI'
@@ -35,6 +37,10 @@ SMI
 #!/usr/bin/env bash
 [ "$1" = --list-chapters ] && exec "$TABLE_FROM" --list-chapters
 echo "$*" >>"$CALLS"
+if [ -n "${REFUSE:-}" ] && [[ $* =~ $REFUSE ]]; then
+  echo "error: the run does not fit in --memory-limit 16: B=4, T=1024 needs about 19.9 GiB" >&2
+  exit 2
+fi
 while [ $# -gt 0 ]; do
   case $1 in
     -b) b=$2 ;; --bench-label) label=$2 ;; --bench-csv) csv=$2 ;; --profile-csv) prof=$2 ;;
@@ -150,20 +156,56 @@ with_chapter_13_the_float8_rows_run_with_the_torchao_wheel() {
   grep -q "^pytorch-float8,pytorch,16," "$work/results/results.csv" \
     && grep -q "^pytorch-float8-B64,pytorch,64," "$work/results/results.csv" \
     || fail "results.csv: $(cut -d, -f1,3 "$work/results/results.csv" | tr '\n' ' ')" || return 1
+  ! grep -q -- "--model" "$work/calls" || fail "chapter 14's rows ran without SIZES" || return 1
   says "$work/results/environment.txt" "torchao: torchao-0.18.0-py3-none-any.whl"
 }
 
-# Without the wheel (and no torchao in that Python), each float8 row says it
-# was skipped and how to get torchao; the other rows run as before.
+# Without the wheel (and no torchao in that Python), each float8 row and
+# each 8-bit AdamW row (SIZES) says it was skipped and how to get torchao;
+# the other rows run as before.
 without_the_torchao_wheel_the_float8_rows_are_skipped_saying_why() {
   pytorch_stand_ins 13
   rm "$work/wheels/torchao-0.18.0-py3-none-any.whl"
-  expect_status 0 pytorch_bench || return 1
+  expect_status 0 pytorch_bench SIZES=1 || return 1
   says "$work/out" "== pytorch-float8 (B=16) skipped: no torchao wheel in $work/wheels: run tools/fetch_torchao.sh" || return 1
   says "$work/out" "== pytorch-float8-B64 (B=64) skipped: no torchao wheel" || return 1
-  ! grep -q -- '-float8\|^pip ' "$work/calls" || fail "ran: $(grep -- '-float8\|^pip ' "$work/calls")" || return 1
+  says "$work/out" "== pytorch-xl-ckpt-8bit (B=4) skipped: no torchao wheel" || return 1
+  ! grep -q -- '-float8\|-8bit\|^pip ' "$work/calls" || fail "ran: $(grep -- '-float8\|-8bit\|^pip ' "$work/calls")" || return 1
   grep -q -- "--label pytorch-lossonly-B64 " "$work/calls" || fail "no lossonly row at B=64" || return 1
-  says "$work/results/environment.txt" "torchao: none: the float8 rows were skipped"
+  grep -q -- "--label pytorch-xl-ckpt " "$work/calls" || fail "no checkpointed XL row" || return 1
+  says "$work/results/environment.txt" "torchao: none: the float8 and 8-bit AdamW rows were skipped"
+}
+
+# SIZES=only, appended to a session: chapter 14's rows and no other. Our
+# trainer's GPT-2 medium in 8 GiB and XL in 16 GiB (refused here, as the
+# trainer refuses its plan: a line says so and the bench goes on), then
+# PyTorch's three recipes for each, with torchao from the wheel; the rows
+# are added to results.csv, and environment.txt gets a line that says so.
+sizes_only_runs_chapter_14s_rows_and_reports_a_refused_run() {
+  pytorch_stand_ins 13
+  mkdir -p "$work/results"
+  printf 'label,chapter\nch13,13,16,1024,3,1.0,1,1,0.1,1,,,,\n' >"$work/results/results.csv"
+  echo "gpu: the first session's" >"$work/results/environment.txt"
+  expect_status 0 pytorch_bench OURS=1 APPEND=1 SIZES=only REFUSE='--model 1558m' || return 1
+  local flags="--recompute block -b" csv=$work/results/results.csv labels expected
+  [ "$(grep -c -- '--chapter' "$work/calls")" = 2 ] || fail "our runs: $(grep -- --chapter "$work/calls")" || return 1
+  grep -q -- "^--chapter 13 --model 355m --memory-limit 8 $flags 8 -t 1024 .*--bench-label ch14-medium-8g$" "$work/calls" \
+    && grep -q -- "^--chapter 13 --model 1558m --memory-limit 16 $flags 4 -t 1024 .*--bench-label ch14-xl-16g$" "$work/calls" \
+    || fail "our runs: $(grep -- --chapter "$work/calls")" || return 1
+  says "$work/out" "!! ch14-xl-16g at B=4 refused: error: the run does not fit in --memory-limit 16" || return 1
+  labels=$(grep -o -- '--label [^ ]*' "$work/calls" | cut -d' ' -f2 | tr '\n' ' ')
+  expected="pytorch-medium pytorch-medium-ckpt pytorch-medium-ckpt-8bit pytorch-xl pytorch-xl-ckpt pytorch-xl-ckpt-8bit "
+  [ "$labels" = "$expected" ] || fail "PyTorch's rows: $labels" || return 1
+  local recipe=eager-bf16-sdpa-vocab-tied-fused-lossonly
+  grep -q "^torchao=yes .* bench --mode $recipe-ckpt-8bit --B 4 --T 1024 .*--label pytorch-xl-ckpt-8bit .* --model 1558m$" "$work/calls" \
+    && grep -q " bench --mode $recipe --B 8 --T 1024 .*--label pytorch-medium .* --model 355m$" "$work/calls" \
+    && grep -q " bench --mode $recipe-ckpt --B 4 --T 1024 .*--label pytorch-xl-ckpt .* --model 1558m$" "$work/calls" \
+    || fail "PyTorch's commands: $(grep -- --mode "$work/calls")" || return 1
+  [ "$(cut -d, -f1 "$csv" | tr '\n' ' ')" = "label ch13 ch14-medium-8g ${expected}" ] \
+    || fail "results.csv: $(cut -d, -f1 "$csv" | tr '\n' ' ')" || return 1
+  says "$work/results/environment.txt" "gpu: the first session's" || return 1
+  grep -q "^appended: .*: chapter 14's GPT-2 medium and XL rows (SIZES=only) .*; torchao: torchao-0.18.0" \
+    "$work/results/environment.txt" || fail "environment.txt: $(cat "$work/results/environment.txt")"
 }
 
 # Before chapter 13 there are no float8 rows, and torchao is not installed.
@@ -198,5 +240,6 @@ check each_ablation_turns_off_what_needs_its_switch
 check on_a_gpu_the_last_three_chapters_run_at_the_headline_batch
 check with_chapter_13_the_float8_rows_run_with_the_torchao_wheel
 check without_the_torchao_wheel_the_float8_rows_are_skipped_saying_why
+check sizes_only_runs_chapter_14s_rows_and_reports_a_refused_run
 check before_chapter_13_there_are_no_float8_rows
 finish
