@@ -118,7 +118,7 @@ FIGURES = ("throughput", "speedup", "waterfall", "phases", "loss_curves", "heatm
 # not listed, the peaks come from gemm_shapes.csv itself (its TFLOP/s over
 # its fraction of the peak) and the memory roof is left out.
 DATASHEET = {"NVIDIA H100 80GB HBM3": {"hbm_tb_s": 3.35, "fp32": 66.9, "tf32": 494.7,
-                                       "bf16": 989.4}}
+                                       "bf16": 989.4, "fp8": 1978.9}}
 
 try:
     import matplotlib
@@ -882,8 +882,10 @@ def kernel_kind_optimizer(kernel):
     return None
 
 
-GEMM_NAME = re.compile(r"^matmul_(forward|backward)_v\d+:\s*(?:\(([^)]*)\)\s*)?(?:gelu\s+)?"
-                       r"(\d+)x(\d+)x(\d+)")
+# A GEMM's line in a profile: "matmul_forward_v2: gelu 3072x16384x768", and
+# chapter 13's "matmul_backward_v2: fp8 (dinp) 768x65536x3072" (FP8 operands).
+GEMM_NAME = re.compile(r"^matmul_(forward|backward)_v\d+:\s*(fp8\s+)?(?:\(([^)]*)\)\s*)?"
+                       r"(?:gelu\s+)?(\d+)x(\d+)x(\d+)")
 
 
 def larger_batch_profiles(folder):
@@ -895,6 +897,10 @@ def larger_batch_profiles(folder):
     found = [(int(m.group(1)), int(m.group(2)), f) for f in os.listdir(folder)
              for m in [pattern.match(f)] if m]
     return [f for _, _, f in sorted(found)]
+
+
+LEGEND_OF_KIND = {"GEMM": "GEMMs (bf16)", "FP8 GEMM": "GEMMs (FP8 operands)",
+                  "attention": "flash attention"}
 
 
 def plot_final_roofline(ctx):
@@ -929,10 +935,11 @@ def plot_step_roofline(ctx, folder, demo):
         total += ms
         g = GEMM_NAME.match(kernel)
         if g:
-            a, b, k = (int(g.group(i)) for i in (3, 4, 5))
+            a, b, k = (int(g.group(i)) for i in (4, 5, 6))
             flops = 2.0 * a * b * k * calls
-            moved = 2.0 * (a * k + k * b + a * b) * calls
-            points.append(("GEMM", kernel, flops, moved, ms))
+            operand = 1.0 if g.group(2) else 2.0  # FP8's operands are one byte; outputs bf16
+            moved = (operand * (a * k + k * b) + 2.0 * a * b) * calls
+            points.append(("FP8 GEMM" if g.group(2) else "GEMM", kernel, flops, moved, ms))
             continue
         # Flash attention: each product of two (T, hs) by (hs, T) matrices, the
         # causal half, per head; the forward pass makes two (S = QK^T, O = PV), the
@@ -954,14 +961,19 @@ def plot_step_roofline(ctx, folder, demo):
     peak, bw = sheet["bf16"], sheet["hbm_tb_s"]
     ax.plot(xs, [min(peak, bw * x) for x in xs], color="#c44e52", lw=1.8,
             label=f"bf16 tensor cores: {peak:g} TFLOP/s, memory {bw:g} TB/s")
-    for kind, colour, marker in (("GEMM", OURS_COLOUR, "o"), ("attention", "#dd8452", "^")):
+    if any(p[0] == "FP8 GEMM" for p in points) and sheet.get("fp8"):
+        ax.plot(xs, [min(sheet["fp8"], bw * x) for x in xs], color="#c44e52", lw=1.2, ls="--",
+                label=f"FP8 tensor cores: {sheet['fp8']:g} TFLOP/s")
+    for kind, colour, marker in (("GEMM", OURS_COLOUR, "o"), ("FP8 GEMM", "#55a868", "s"),
+                                 ("attention", "#dd8452", "^")):
         sel = [p for p in points if p[0] == kind]
+        if not sel:
+            continue
         ax.scatter([p[2] / p[3] for p in sel], [p[2] / (p[4] * 1e9) for p in sel],
                    s=[12 + 14 * p[4] for p in sel], color=colour, marker=marker, alpha=0.8,
                    edgecolor="white", lw=0.5, zorder=4,
-                   label=f"{'GEMMs' if kind == 'GEMM' else 'flash attention'}: "
-                         f"{sum(p[4] for p in sel):.1f} ms of the step")
-    gemm = [p for p in points if p[0] == "GEMM"]
+                   label=f"{LEGEND_OF_KIND[kind]}: {sum(p[4] for p in sel):.1f} ms of the step")
+    gemm = [p for p in points if p[0] in ("GEMM", "FP8 GEMM")]
     mean = sum(p[2] for p in gemm) / (sum(p[4] for p in gemm) * 1e9)
     ax.axhline(mean, color=OURS_COLOUR, lw=0.8, ls=":")
     ax.text(11, mean * 1.06, f"the GEMMs' FLOPs over their time: {mean:.0f} TFLOP/s",
@@ -979,11 +991,11 @@ def plot_step_roofline(ctx, folder, demo):
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlim(10, 3000)
-    ax.set_ylim(30, 1500)
+    ax.set_ylim(30, 2500)
     ax.xaxis.set_major_formatter(ticker.FuncFormatter(lambda v, _: f"{v:g}"))
     ax.yaxis.set_major_formatter(ticker.FuncFormatter(lambda v, _: f"{v:g}"))
     ax.tick_params(labelsize=8)
-    ax.set_xlabel("FLOPs per byte (each operand moved once, bf16)", fontsize=8.5)
+    ax.set_xlabel("FLOPs per byte (each operand moved once: bf16, or FP8 where marked)", fontsize=8.5)
     ax.set_ylabel("TFLOP/s in the step (log scale)", fontsize=8.5)
     ax.grid(color="#eeeeee", which="both")
     ax.legend(loc="lower right", frameon=False, fontsize=7.5)
