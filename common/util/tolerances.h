@@ -118,7 +118,9 @@
 // 12.5%), against bf16's 2^-9: some thirty times bf16's error per operand,
 // and 1 - cosine grows with the square of it. The tiny model with heads of 64
 // against chapter 12's, one forward and backward, then five AdamW steps;
-// measured on the H100, 2026-11-26 (GPU_TEST_VERBOSE=1, fp8_matches_chapter_12).
+// measured on the H100, 2026-11-26, with the forward's fast accumulation
+// (GPU_TEST_VERBOSE=1, fp8_matches_chapter_12; the log is
+// results/h100/logs/tests-issues-25-26/fp8_verbose.txt).
 // Its 3x-scaled initialization (test_model_parity.c), which makes the
 // softmaxes sharp so that the non-linear paths matter, also makes the model
 // sensitive: a logit moved by FP8's few percent moves a sharp softmax's
@@ -127,11 +129,11 @@
 // (cosines near 0), which the kernel tests also catch exactly. The evidence
 // that FP8 trains as bf16 does is make demo-13's 300 steps (chapter 13's text).
 
-// Its mean loss, relative: measured at most 7.4e-3 (one forward and five steps).
+// Its mean loss, relative: measured at most 7.6e-3 (one forward and five steps).
 #define TOL_GPU_LOSS_FP8 1.5e-2
-// Every gradient tensor's direction: cosine measured at least 0.894 (qkv's bias).
+// Every gradient tensor's direction: cosine measured at least 0.896 (qkv's bias).
 #define TOL_GPU_GRAD_COSINE_FP8 0.8
-// and size: |fp8| / |bf16| measured within 5.3% of 1 (wte).
+// and size: |fp8| / |bf16| measured within 6.0% of 1 (wte).
 #define TOL_GRAD_NORM_RATIO_FP8 0.1
 // The change of all weights over five steps: cosine measured 0.890.
 #define TOL_GPU_ADAMW_STEPS_COSINE_FP8 0.75
