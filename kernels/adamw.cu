@@ -7,6 +7,7 @@
 #include "reduce.cuh"
 #include "util/util.h"
 #include "adamw_clip.cuh"
+#include "stochastic_round.cuh"
 #include "vec.cuh"
 
 // One thread per value. The bias corrections are computed once, on the host,
@@ -238,15 +239,17 @@ __device__ __forceinline__ void adamw_value(float g, float &m, float &v, float &
     p = __fmaf_rn(-a.lr, __fmaf_rn(a.wd, p, adam), p);  // p - lr * (adam + wd * p)
 }
 
-// Value i alone: the scalar path.
+// Value i alone: the scalar path. The weight is stored in params as r says
+// (stochastic_round.cuh): to nearest, or stochastically (chapter 14).
 __device__ __forceinline__ void adamw_one(floatX *params, float *master, const floatX *grads,
-                                          float *m, float *v, size_t i, const AdamWScalars &a) {
+                                          float *m, float *v, size_t i, const AdamWScalars &a,
+                                          const WeightRounding &r) {
     float mi = m[i], vi = v[i], p = master ? master[i] : x2f(params[i]);
     adamw_value(clipped_grad(grads[i], a.clip_factor), mi, vi, p, a);
     m[i] = mi;
     v[i] = vi;
     if (master) master[i] = p;
-    params[i] = f2x(p);
+    params[i] = round_weight(p, r, i);
 }
 
 // VEC_X fp32 values at p (16-byte aligned) into registers, and back.
@@ -267,7 +270,8 @@ __device__ __forceinline__ void store_floats(float *p, const float (&x)[VEC_X]) 
 // Values i .. i + VEC_X - 1, every address 16-byte aligned: one 16-byte
 // load or store per buffer and Vec (two of them for fp32 in bf16).
 __device__ __forceinline__ void adamw_vec(floatX *params, float *master, const floatX *grads,
-                                          float *m, float *v, size_t i, const AdamWScalars &a) {
+                                          float *m, float *v, size_t i, const AdamWScalars &a,
+                                          const WeightRounding &r) {
     const Vec g = load_vec(grads + i);
     float mi[VEC_X], vi[VEC_X], p[VEC_X];
     load_floats(mi, m + i);
@@ -283,7 +287,7 @@ __device__ __forceinline__ void adamw_vec(floatX *params, float *master, const f
 #pragma unroll
     for (int j = 0; j < VEC_X; j++) {
         adamw_value(clipped_grad(g.x[j], a.clip_factor), mi[j], vi[j], p[j], a);
-        out.x[j] = f2x(p[j]);
+        out.x[j] = round_weight(p[j], r, i + j);
     }
     store_floats(m + i, mi);
     store_floats(v + i, vi);
@@ -305,7 +309,7 @@ __global__ void __launch_bounds__(ADAMW_FUSED_THREADS)
     adamw_fused_kernel_v2(const __grid_constant__ AdamWTensors table, floatX *params,
                           float *master, const floatX *grads, float *m, float *v,
                           const AdamWStep *step, float beta1, float beta2, float eps,
-                          float weight_decay) {
+                          float weight_decay, int stochastic) {
     // The block's tensor: the last one that starts at or before this block.
     int k = 0;
     while (k + 1 < table.count && blockIdx.x >= table.first_block[k + 1]) k++;
@@ -321,22 +325,26 @@ __global__ void __launch_bounds__(ADAMW_FUSED_THREADS)
     const AdamWStep s = *step;
     const AdamWScalars a = {s.lr,  beta1, beta2, eps, table.decay[k] ? weight_decay : 0.0f,
                             s.correction1, s.correction2, s.clip_factor};
+    // Chapter 14: without master weights, the weights stochastically rounded
+    // when asked, each value's random bits from the step and its place in
+    // the whole parameter buffer (the tensor's offset, then i).
+    const WeightRounding r = {stochastic && !master, (uint32_t)s.t, table.offset[k]};
     if (i + VEC_X <= n && aligned16(params + i) && aligned16(grads + i) &&
         aligned16(m + i) && aligned16(v + i) && (!master || aligned16(master + i))) {
-        adamw_vec(params, master, grads, m, v, i, a);
+        adamw_vec(params, master, grads, m, v, i, a, r);
     } else {
         for (size_t j = i; j < n && j < i + VEC_X; j++)
-            adamw_one(params, master, grads, m, v, j, a);
+            adamw_one(params, master, grads, m, v, j, a, r);
     }
 }
 // ANCHOR_END: adamw_fused
 
 extern "C" void adamw_fused_v2(const GpuContext *ctx, const AdamWTensors *table, floatX *params,
                                float *master, const floatX *grads, float *m, float *v,
-                               const AdamWStep *step, const AdamWConfig *cfg) {
+                               const AdamWStep *step, const AdamWConfig *cfg, int stochastic) {
     if (table->blocks == 0) return;  // no values at all
     adamw_fused_kernel_v2<<<table->blocks, ADAMW_FUSED_THREADS, 0, ctx->stream>>>(
         *table, params, master, grads, m, v, step, cfg->beta1, cfg->beta2, cfg->eps,
-        cfg->weight_decay);
+        cfg->weight_decay, stochastic);
     gpu_check_launch(ctx, "adamw_fused_kernel_v2");
 }

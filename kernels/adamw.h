@@ -137,9 +137,19 @@ void adamw_tensors_v2(AdamWTensors *table, const size_t *sizes, const int *decay
 // multiple of VEC_X, a tensor that starts unaligned). Per parameter, in bf16
 // with master weights: 2 bytes of gradient and 12 of m, v and master read,
 // 12 of them and 2 of params written: 28 bytes.
+//
+// stochastic (chapter 14, --no-master-weights): with master NULL and
+// stochastic 1, each updated weight is rounded into params stochastically
+// (kernels/stochastic_round.cuh: up or down with the probabilities that make
+// it right on average, from a hash of step->t and the value's index in
+// params), so that updates smaller than half a bf16 step are not lost; 22
+// bytes a parameter instead of 28, and no master copy. stochastic 0 rounds
+// to nearest, as before; with master weights stochastic is ignored (params
+// is then a copy, rounded to nearest). In the fp32 build there is nothing to
+// round and it changes nothing.
 void adamw_fused_v2(const GpuContext *ctx, const AdamWTensors *table, floatX *params,
                     float *master, const floatX *grads, float *m, float *v,
-                    const AdamWStep *step, const AdamWConfig *cfg);
+                    const AdamWStep *step, const AdamWConfig *cfg, int stochastic);
 
 #ifdef __cplusplus
 }

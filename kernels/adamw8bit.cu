@@ -6,6 +6,7 @@
 #include "optim/quantize8.h"
 #include "reduce.cuh"
 #include "adamw_clip.cuh"
+#include "stochastic_round.cuh"
 #include "vec.cuh"
 
 #define ADAMW8BIT_THREADS 256
@@ -115,7 +116,8 @@ __device__ __forceinline__ void load_lane_vec(Lane &l, const floatX *params, con
 }
 
 __device__ __forceinline__ void store_lane_vec(const Lane &l, floatX *params, float *master,
-                                               uint8_t *m_q, uint8_t *v_q, size_t i) {
+                                               uint8_t *m_q, uint8_t *v_q, size_t i,
+                                               const WeightRounding &r) {
     if (master) {
 #pragma unroll
         for (int k = 0; k < LANE_VALUES; k += 4)
@@ -126,7 +128,7 @@ __device__ __forceinline__ void store_lane_vec(const Lane &l, floatX *params, fl
     for (int k = 0; k < LANE_VALUES; k += VEC_X) {
         Vec w;
 #pragma unroll
-        for (int j = 0; j < VEC_X; j++) w.x[j] = f2x(l.p[k + j]);
+        for (int j = 0; j < VEC_X; j++) w.x[j] = round_weight(l.p[k + j], r, i + k + j);
         store_vec(params + i + k, w);
     }
     Bytes8 m, v;
@@ -155,12 +157,12 @@ __device__ __forceinline__ void load_lane_scalar(Lane &l, const floatX *params,
 
 __device__ __forceinline__ void store_lane_scalar(const Lane &l, floatX *params, float *master,
                                                   uint8_t *m_q, uint8_t *v_q, size_t i,
-                                                  int count) {
+                                                  int count, const WeightRounding &r) {
 #pragma unroll
     for (int j = 0; j < LANE_VALUES; j++) {
         if (j < count) {
             if (master) master[i + j] = l.p[j];
-            params[i + j] = f2x(l.p[j]);
+            params[i + j] = round_weight(l.p[j], r, i + j);
             m_q[i + j] = l.m[j];
             v_q[i + j] = l.v[j];
         }
@@ -170,12 +172,14 @@ __device__ __forceinline__ void store_lane_scalar(const Lane &l, floatX *params,
 // ANCHOR: adamw8bit_block
 // One block of up to 256 values, by one warp: the pointers point at the
 // block's first value and at its two scales; values is 256, or fewer at the
-// end of a tensor. Lane l holds values 8l .. 8l + 7.
+// end of a tensor. Lane l holds values 8l .. 8l + 7. The weights are stored
+// in params as r says (stochastic_round.cuh), r.base being the index of the
+// block's first value in the whole parameter buffer.
 __device__ __forceinline__ void adamw8bit_block(floatX *params, float *master,
                                                 const floatX *grads, uint8_t *m_q, uint8_t *v_q,
                                                 float *m_absmax, float *v_absmax, size_t values,
                                                 const Adam8Scalars &a, float clip,
-                                                const Q8Maps &q) {
+                                                const Q8Maps &q, const WeightRounding &r) {
     const int lane = (int)threadIdx.x % WARP_SIZE;
     const size_t i = (size_t)lane * LANE_VALUES;
     const int count = i >= values ? 0 : values - i < LANE_VALUES ? (int)(values - i) : LANE_VALUES;
@@ -212,8 +216,8 @@ __device__ __forceinline__ void adamw8bit_block(floatX *params, float *master,
             l.v[j] = q8_quantize_value(q.unsigned_map, v[j], v_max);
         }
     }
-    if (vec) store_lane_vec(l, params, master, m_q, v_q, i);
-    else store_lane_scalar(l, params, master, m_q, v_q, i, count);
+    if (vec) store_lane_vec(l, params, master, m_q, v_q, i, r);
+    else store_lane_scalar(l, params, master, m_q, v_q, i, count, r);
     if (lane == 0) {
         *m_absmax = m_max;
         *v_absmax = v_max;
@@ -234,12 +238,13 @@ __global__ void __launch_bounds__(ADAMW8BIT_THREADS)
     const float clip = clip_factor ? *clip_factor : 1.0f;
     const Q8Maps q = {signed_map, unsigned_map};
     const size_t blocks = (n + Q8_BLOCK - 1) / Q8_BLOCK;
+    const WeightRounding nearest = {0, 0, 0};
     for (size_t b = (size_t)blockIdx.x * ADAMW8BIT_WARPS + threadIdx.x / WARP_SIZE; b < blocks;
          b += (size_t)gridDim.x * ADAMW8BIT_WARPS) {
         const size_t first = b * Q8_BLOCK;
         adamw8bit_block(params + first, master ? master + first : NULL, grads + first,
                         m_q + first, v_q + first, m_absmax + b, v_absmax + b, n - first, a, clip,
-                        q);
+                        q, nearest);
     }
 }
 // ANCHOR_END: adamw8bit_kernel
@@ -262,7 +267,8 @@ __global__ void __launch_bounds__(ADAMW8BIT_THREADS, ADAMW8BIT_FUSED_MIN_BLOCKS)
     adamw8bit_fused_kernel_v2(const __grid_constant__ AdamWTensors table, floatX *params,
                               float *master, const floatX *grads, uint8_t *m_q, uint8_t *v_q,
                               float *m_absmax, float *v_absmax, const AdamWStep *step,
-                              float beta1, float beta2, float eps, float weight_decay) {
+                              float beta1, float beta2, float eps, float weight_decay,
+                              int stochastic) {
     __shared__ float signed_map[Q8_MAP_SIZE], unsigned_map[Q8_MAP_SIZE];
     build_maps(signed_map, unsigned_map);
     const Q8Maps q = {signed_map, unsigned_map};
@@ -275,10 +281,13 @@ __global__ void __launch_bounds__(ADAMW8BIT_THREADS, ADAMW8BIT_FUSED_MIN_BLOCKS)
         const size_t first = table.offset[k] + local, state = table.state_offset[k] + local;
         const Adam8Scalars a = {s.lr, beta1, beta2, eps, table.decay[k] ? weight_decay : 0.0f,
                                 s.correction1, s.correction2};
+        // Chapter 14: without master weights, stochastic rounding when asked
+        // (adamw_fused_kernel_v2 does the same).
+        const WeightRounding r = {stochastic && !master, (uint32_t)s.t, first};
         adamw8bit_block(params + first, master ? master + first : NULL, grads + first,
                         m_q + state, v_q + state, m_absmax + state / Q8_BLOCK,
                         v_absmax + state / Q8_BLOCK, table.size[k] - local, a, s.clip_factor,
-                        q);
+                        q, r);
     }
 }
 // ANCHOR_END: adamw8bit_fused
@@ -286,14 +295,15 @@ __global__ void __launch_bounds__(ADAMW8BIT_THREADS, ADAMW8BIT_FUSED_MIN_BLOCKS)
 extern "C" void adamw8bit_fused_v2(const GpuContext *ctx, const AdamWTensors *table,
                                    floatX *params, float *master, const floatX *grads,
                                    uint8_t *m_q, uint8_t *v_q, float *m_absmax, float *v_absmax,
-                                   const AdamWStep *step, const AdamWConfig *cfg) {
+                                   const AdamWStep *step, const AdamWConfig *cfg,
+                                   int stochastic) {
     if (table->blocks == 0) return;
     unsigned int blocks = (table->blocks + ADAMW8BIT_WARPS - 1) / ADAMW8BIT_WARPS;
     const unsigned int most = 8u * (unsigned int)ctx->sm_count;
     if (most > 0 && blocks > most) blocks = most;
     adamw8bit_fused_kernel_v2<<<blocks, ADAMW8BIT_THREADS, 0, ctx->stream>>>(
         *table, params, master, grads, m_q, v_q, m_absmax, v_absmax, step, cfg->beta1,
-        cfg->beta2, cfg->eps, cfg->weight_decay);
+        cfg->beta2, cfg->eps, cfg->weight_decay, stochastic);
     gpu_check_launch(ctx, "adamw8bit_fused_kernel_v2");
 }
 

@@ -61,11 +61,13 @@ void adamw8bit_update_v1(const GpuContext *ctx, floatX *params, float *master,
 // values_per_block = Q8_BLOCK): offset indexes params, master and grads,
 // state_offset (a multiple of Q8_BLOCK) indexes m_q and v_q, and
 // state_offset / Q8_BLOCK the scales. lr, the bias corrections and the clip
-// factor come from *step (device memory), as in adamw_fused_v2.
+// factor come from *step (device memory), as in adamw_fused_v2, and so does
+// stochastic (chapter 14): with master NULL, 1 rounds each weight into
+// params stochastically (kernels/stochastic_round.cuh), 0 to nearest.
 void adamw8bit_fused_v2(const GpuContext *ctx, const AdamWTensors *table, floatX *params,
                         float *master, const floatX *grads, uint8_t *m_q, uint8_t *v_q,
                         float *m_absmax, float *v_absmax, const AdamWStep *step,
-                        const AdamWConfig *cfg);
+                        const AdamWConfig *cfg, int stochastic);
 
 // The two maps as the kernel builds them in shared memory, into maps (512
 // floats, device): Q8_SIGNED's 256 values, then Q8_UNSIGNED's. For the

@@ -112,7 +112,9 @@ void gpt2_gpu_init(GPT2Gpu *model, GpuContext *ctx, const GPT2Config *cfg, const
     model->grads = alloc_floatx(model, n, "gradients");
     alloc_adam_state(model);
 #ifdef PRECISION_BF16
-    model->master = alloc_floats(model, n, "fp32 master weights");
+    // Chapter 14's --no-master-weights goes without them: 4 bytes a parameter
+    // saved, the update rounding stochastically into the bf16 weights instead.
+    if (plan->master_weights) model->master = alloc_floats(model, n, "fp32 master weights");
 #endif
     point_tensors(model->params_of, model->params, model->param_sizes);
     point_tensors(model->grads_of, model->grads, model->param_sizes);

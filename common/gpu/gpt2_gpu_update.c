@@ -86,14 +86,17 @@ static float adamw_fused_step(GPT2Gpu *model, const HostStep *host, const AdamWC
         adamw_begin_step_v3(ctx, model->adamw_step, norm, max_norm,
                             1.0f / (float)model->plan.micro_batches, model->schedule,
                             model->schedule_steps);
+    // Chapter 14's --no-master-weights: no fp32 copy (master NULL), and the
+    // weights stochastically rounded into bf16 (stochastic_round.cuh).
+    const int stochastic = !model->plan.master_weights;
     adamw_fused_v2(ctx, &model->adamw_tensors, model->params, model->master, model->grads,
-                   model->m, model->v, model->adamw_step, cfg);
+                   model->m, model->v, model->adamw_step, cfg, stochastic);
     // ANCHOR_END: adamw_fused_call
     // ANCHOR: adamw8bit_call
     // Chapter 10: the tensors whose moments are 8-bit, in a launch of their own.
     adamw8bit_fused_v2(ctx, &model->adamw8_tensors, model->params, model->master, model->grads,
                        model->m_q, model->v_q, model->m_absmax, model->v_absmax,
-                       model->adamw_step, cfg);
+                       model->adamw_step, cfg, stochastic);
     // ANCHOR_END: adamw8bit_call
     if (model->plan.host_reads_norm)
         gpu_memcpy_sync(model->ctx, &host_norm, norm, sizeof host_norm, cudaMemcpyDeviceToHost);

@@ -67,7 +67,7 @@ MemoryPlan memory_plan(const GPT2Config *cfg, int B, int T, const RunPlan *run) 
     p.adam_fp32 = 2 * l.fp32_values * sizeof(float);
     p.adam_8bit = 2 * (l.q8_values + l.q8_blocks * sizeof(float));
 #ifdef PRECISION_BF16
-    p.master = n * sizeof(float);
+    p.master = run->master_weights ? n * sizeof(float) : 0;  // 0: --no-master-weights
 #endif
     p.activations = activations_bytes(cfg, B, T, run);
     p.scratch = memory_plan_scratch_floats(cfg, B, T, run) * sizeof(float);
@@ -90,7 +90,7 @@ MemoryPlan memory_plan(const GPT2Config *cfg, int B, int T, const RunPlan *run) 
 int memory_plan_request(const GPT2Config *cfg, const RunRequest *r, MemoryPlan *out, char *err) {
     RunPlan run;
     if (run_plan_build(&run, &r->switches, cfg->padded_vocab_size, r->grad_accum, r->recompute,
-                       err))
+                       !r->no_master_weights, err))
         return -1;
     *out = memory_plan(cfg, r->B, r->T, &run);
     return 0;

@@ -3,6 +3,7 @@
 
 #include <string.h>
 
+#include "precision.h"
 #include "util/util.h"
 
 // ANCHOR: run_plan_build
@@ -31,10 +32,31 @@ static int check_fp8(const Optimizations *o, char *err) {
     return 0;
 }
 
+// Chapter 14's --no-master-weights: only the bf16 build has a master copy to
+// leave out, and only the fused update (chapter 09's and 10's kernels) rounds
+// stochastically; the per-tensor kernels would round to nearest and lose the
+// small updates.
+int run_plan_check_master_weights(const Optimizations *o, int master_weights, char *err) {
+    if (master_weights) return 0;
+#ifndef PRECISION_BF16
+    (void)o;
+    return fail(err, "--no-master-weights: the bf16 build's (build/train_gpt2_bf16); the fp32 "
+                     "build keeps its weights in fp32 and has no master copy to leave out");
+#else
+    if (!o->fused_optimizer)
+        return fail(err, "--no-master-weights needs --fused-optimizer (chapter 09): only the "
+                         "fused update rounds the weights stochastically, and rounded to nearest "
+                         "the updates smaller than half a bf16 step would be lost");
+    return 0;
+#endif
+}
+
 int run_plan_build(RunPlan *plan, const Optimizations *o, int Vp, int micro_batches,
-                   Recompute recompute, char *err) {
+                   Recompute recompute, int master_weights, char *err) {
     memset(plan, 0, sizeof *plan);
-    if (check_step(o, micro_batches, err) || check_fp8(o, err)) return -1;
+    if (check_step(o, micro_batches, err) || check_fp8(o, err) ||
+        run_plan_check_master_weights(o, master_weights, err))
+        return -1;
     plan->ops = gpu_ops_select(o, &plan->launch);
     // The model's buffers: chapter 04's fused classifier keeps no
     // probabilities and writes dlogits over the logits; chapter 05's flash
@@ -54,6 +76,7 @@ int run_plan_build(RunPlan *plan, const Optimizations *o, int Vp, int micro_batc
     plan->host_reads_norm = !o->sync_avoidance;
     plan->fused_update = o->fused_optimizer;
     plan->moments_8bit = o->adamw_8bit;
+    plan->master_weights = master_weights;
     // The step.
     plan->async = o->sync_avoidance;
     plan->workers = o->data_workers;
@@ -70,6 +93,6 @@ int run_plan_build(RunPlan *plan, const Optimizations *o, int Vp, int micro_batc
 RunPlan run_plan_for_model(const Optimizations *o, int Vp) {
     RunPlan plan;
     char err[ERR_LEN];
-    if (run_plan_build(&plan, o, Vp, 1, RECOMPUTE_NONE, err)) die("run_plan_for_model: %s", err);
+    if (run_plan_build(&plan, o, Vp, 1, RECOMPUTE_NONE, 1, err)) die("run_plan_for_model: %s", err);
     return plan;
 }

@@ -37,6 +37,8 @@ typedef struct {
     int host_reads_norm;   // 00-02: the gradient norm read back by the host (which clips, to 08)
     int fused_update;      // 09: one AdamW launch for every tensor, the clipping folded in
     int moments_8bit;      // 10: the weight matrices' moments in one byte each (adam_state.h)
+    int master_weights;    // the bf16 build's fp32 master copy: 1 unless --no-master-weights
+                           // (14: the update then rounds stochastically into the weights)
     // The step (train_gpu.c).
     int async;             // 03: the host never waits inside a step; numbers are read late
     int workers;           // 08: batches from worker threads, copied on a stream of their own
@@ -50,12 +52,20 @@ typedef struct {
 // ANCHOR_END: run_plan
 
 // The plan for the switches o, a model of padded vocabulary Vp, micro_batches
-// backward passes per update, and the activations recomputed at `recompute`'s
-// level, on one GPU. Returns 0, or -1 when the switches ask for a step the
-// chapters before cannot give (CUDA graphs or micro-batches without sync
-// avoidance or the fused update), err naming the flags.
+// backward passes per update, the activations recomputed at `recompute`'s
+// level, and fp32 master weights unless master_weights is 0
+// (--no-master-weights), on one GPU. Returns 0, or -1 when the switches ask
+// for a step the chapters before cannot give (CUDA graphs or micro-batches
+// without sync avoidance or the fused update; no master weights without the
+// fused update or in the fp32 build), err naming the flags.
 int run_plan_build(RunPlan *plan, const Optimizations *o, int Vp, int micro_batches,
-                   Recompute recompute, char *err);
+                   Recompute recompute, int master_weights, char *err);
+
+// run_plan_build's check of --no-master-weights alone (master_weights 0):
+// the bf16 build only, with --fused-optimizer. 0, or -1 with err naming the
+// flag. The trainer calls it once the command line is read, before it looks
+// for a device, so that the refusal is the same on any machine.
+int run_plan_check_master_weights(const Optimizations *o, int master_weights, char *err);
 
 // The same for a model that is only run and updated, never stepped by the
 // trainer (the tests, --check-state): one micro-batch, every activation kept;

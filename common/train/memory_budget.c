@@ -63,6 +63,15 @@ static int recompute_more(RunRequest *r, const char *flag, const char *precision
     return 0;
 }
 
+// --no-master-weights, where the run keeps them and the build has them: 0,
+// or -1. (The plan refuses it without --fused-optimizer: never suggested there.)
+static int drop_master_weights(RunRequest *r, const char *flag, const char *precision) {
+    (void)flag;
+    if (r->no_master_weights || strcmp(precision, "bf16") != 0) return -1;
+    r->no_master_weights = 1;
+    return 0;
+}
+
 typedef struct {
     const char *flag;  // as the command line writes it
     int (*apply)(RunRequest *r, const char *flag, const char *precision);
@@ -82,6 +91,9 @@ static const SwitchFix SWITCH_FIXES[] = {
     {"--recompute block", recompute_more},
     // Chapter 10: the weight matrices' moments in one byte each.
     {"--adamw-8bit", switch_on},
+    // Chapter 14: no fp32 master weights, the update rounded stochastically
+    // into the bf16 ones; last, since it changes the values the run computes.
+    {"--no-master-weights", drop_master_weights},
 };
 // ANCHOR_END: switch_fixes
 #define NUM_SWITCH_FIXES ((int)(sizeof SWITCH_FIXES / sizeof SWITCH_FIXES[0]))

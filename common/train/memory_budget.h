@@ -14,8 +14,8 @@
 // again (memory_plan.h), and kept only when that plan fits. They come
 // smallest change first:
 //   1. one switch that keeps the batch (SWITCH_FIXES in memory_budget.c:
-//      --adamw-8bit; chapter 14's --recompute levels will be rows there, of
-//      which only the cheapest that fits is named);
+//      --recompute's levels, of which only the cheapest that fits is named;
+//      --adamw-8bit; --no-master-weights);
 //   2. a smaller -b: with --grad-accum making up the same sequences a step
 //      where the run's plan can take micro-batches (chapter 11), alone
 //      (fewer sequences a step: another run) where it cannot;
@@ -63,6 +63,7 @@ typedef struct {
     int B, T;                // -b, -t
     int grad_accum;          // --grad-accum: micro-batches of B sequences a step
     Recompute recompute;     // --recompute (chapter 14)
+    int no_master_weights;   // --no-master-weights (chapter 14): 0 keeps the fp32 copy
 } RunRequest;
 
 // The bytes of the plan of run r into *bytes, 0; or -1 when its switches and

@@ -45,6 +45,9 @@ int cpu_trainer_init(CpuTrainer *tr, const TrainOptions *opt, char *err) {
     if (opt->recompute != RECOMPUTE_NONE)
         return fail(err, "--recompute %s: the GPU trainer's (chapter 14); the CPU reference "
                          "keeps every activation", recompute_name(opt->recompute));
+    if (opt->no_master_weights)
+        return fail(err, "--no-master-weights: the GPU trainer's bf16 build (chapter 14); the "
+                         "CPU reference keeps its weights in fp32");
     tr->opt = *opt;
     rng_seed(&tr->sampler, opt->seed ^ 0x5A5A5A5Aull);
     if (open_data(opt, &tr->train, &tr->val, &tr->has_val, err)) return -1;

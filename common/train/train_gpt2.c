@@ -244,6 +244,9 @@ static int parse_command_line(CommandLine *cl, int argc, char **argv, char *err)
         return fail(err, "--check-state MODEL STATE: only --chapter and switches go with it, "
                          "not '%s'", argv[1]);
     if (!cl->check_model && train_options_parse(&cl->run, argc, argv, err) < 0) return -1;
+    // Chapter 14's --no-master-weights against the build and the switches
+    // (run_plan_build checks it again, with the rest of the plan).
+    if (run_plan_check_master_weights(&cl->switches, !cl->run.no_master_weights, err)) return -1;
     if (cl->help || cl->list_chapters) return 0;
     if (cl->check_model) return check_state_files(cl->check_model, cl->check_state, err);
     return prepare_run(&cl->run, err);
@@ -488,6 +491,11 @@ static int train(const CommandLine *cl, const Tokenizer *tok) {
         printf("recompute: %s: what the forward pass does not keep of a layer, the backward "
                "pass computes again (--memory lists it)\n",
                recompute_name(tr.plan.recompute));
+#ifdef PRECISION_BF16
+    if (!tr.plan.master_weights)
+        printf("master weights: none (--no-master-weights): AdamW rounds each update into the "
+               "bf16 weights stochastically\n");
+#endif
     const MemoryPlan plan = memory_plan(c, opt->B, opt->T, &tr.plan);
     printf("memory: %.2f GiB planned (the model %.2f GiB); %.2f GiB were free\n",
            plan.total / (double)(1 << 30), plan.model / (double)(1 << 30),

@@ -113,6 +113,11 @@ void train_options_usage(const char *program, const TrainOptions *d) {
         "                        keeping them for every layer: " RECOMPUTE_CHOICES "\n"
         "                        (each includes the ones before; the same bits; GPU\n"
         "                        trainer, chapter 14; default %s)\n"
+        "  --no-master-weights   keep no fp32 master copy of the weights: AdamW rounds\n"
+        "                        each update into the bf16 weights stochastically, so\n"
+        "                        that small updates are kept on average; 4 bytes a\n"
+        "                        parameter saved (GPU trainer, bf16 build,\n"
+        "                        --fused-optimizer; chapter 14)\n"
         "  --steps N             steps in all: a resumed run continues to N (default %d)\n"
         "  --lr X                peak learning rate (default %g)\n"
         "  --warmup N            warm-up steps (default %d)\n"
@@ -253,6 +258,7 @@ static const FlagSpec FLAGS[] = {
     {"--seq-len", "-t", FLAG_INT, FIELD(T), 1, MANY, GIVEN_SEQ_LEN},
     {"--grad-accum", NULL, FLAG_INT, FIELD(grad_accum), 1, GRAD_ACCUM_MAX, 0},
     {"--recompute", NULL, FLAG_RECOMPUTE, FIELD(recompute), 0, 0, 0},
+    {"--no-master-weights", NULL, FLAG_SWITCH, FIELD(no_master_weights), 1, 1, 0},
     {"--steps", NULL, FLAG_INT, FIELD(steps), 1, MANY, GIVEN_STEPS},
     {"--lr", NULL, FLAG_FLOAT, FIELD(lr.max_lr), 0, 1e30, 0},
     {"--warmup", NULL, FLAG_INT, FIELD(lr.warmup_steps), 0, MANY, 0},

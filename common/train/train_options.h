@@ -25,6 +25,7 @@ typedef struct {
     int B, T;
     int grad_accum;          // micro-batches of (B,T) summed into each step (GPU, chapter 11)
     Recompute recompute;     // activations the backward pass computes again (GPU, chapter 14)
+    int no_master_weights;   // no fp32 master copy; stochastic rounding (GPU bf16, chapter 14)
     // device memory
     double memory_limit_gib; // GPU: --memory-limit, the most the run may plan (memory_budget.h);
                              // 0: what the GPU has free

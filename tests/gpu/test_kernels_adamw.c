@@ -266,7 +266,7 @@ static void check_fused(float max_norm, int clips, uint64_t seed) {
             per_tensor_update(&want, want_grads, d_norm, max_norm, lr, t, &cfg);
             adamw_begin_step_v2(&gt_ctx, step, d_norm, max_norm, t, lr, &cfg);
             adamw_fused_v2(&gt_ctx, &table, got.params, got.master, got_grads, got.m, got.v, step,
-                           &cfg);
+                           &cfg, 0);
             float *norm = gt_download(d_norm, 1);
             clipped += grad_clip_factor(*norm, max_norm) < 1.0f;
             assert_step_is_the_hosts(step, t, lr, *norm, max_norm, &cfg);

@@ -292,7 +292,7 @@ Test(kernels_adamw8bit, fused_is_per_tensor) {
         float *grads = gt_random(n, -0.01f, 0.01f, &rng);
         floatX *d_grads = gt_upload_x(grads, n);
         adamw_begin_step_v2(&gt_ctx, step, norm, 1.0f, t, lr, &cfg);
-        adamw8bit_fused_v2(&gt_ctx, &table, fp, fmaster, d_grads, fm, fv, fma, fva, step, &cfg);
+        adamw8bit_fused_v2(&gt_ctx, &table, fp, fmaster, d_grads, fm, fv, fma, fva, step, &cfg, 0);
         for (int k = 0; k < TENSORS; k++) {
             const size_t o = offset[k], s = state_offset[k];
             adamw8bit_update_v1(&gt_ctx, tp + o, tmaster + o, d_grads + o, tm + s, tv + s,

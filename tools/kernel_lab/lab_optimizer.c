@@ -99,7 +99,7 @@ static void adamw_fused(Lab *lab, void *p) {
     AdamWConfig cfg = adamw_default_config();
     adamw_begin_step_v2(&lab->ctx, l->step, a->norm, l->max_norm, LAB_STEP, LAB_LR, &cfg);
     adamw_fused_v2(&lab->ctx, &l->table, a->params, a->master, a->grads, a->m, a->v, l->step,
-                   &cfg);
+                   &cfg, 0);
 }
 
 // The weights of record after one call of `run` over a check layout of

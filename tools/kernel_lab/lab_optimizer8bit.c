@@ -69,7 +69,7 @@ static void adamw8bit_fused(Lab *lab, void *p) {
     FusedArgs *f = p;
     const AdamWConfig cfg = adamw_default_config();
     adamw8bit_fused_v2(&lab->ctx, &f->table, f->a.params, f->a.master, f->a.grads, f->a.m_q,
-                       f->a.v_q, f->a.m_absmax, f->a.v_absmax, f->step, &cfg);
+                       f->a.v_q, f->a.m_absmax, f->a.v_absmax, f->step, &cfg, 0);
 }
 
 static uint8_t *random_bytes(Lab *lab, size_t n) {
