@@ -20,7 +20,7 @@ static inline RunRequest apply_suggested_flags(const RunRequest *asked, const ch
     snprintf(words, sizeof words, "%s", flags);
     RunRequest r = *asked;
     TrainOptions o = train_options_default();
-    o.B = asked->B, o.grad_accum = asked->grad_accum;
+    o.B = asked->B, o.grad_accum = asked->grad_accum, o.recompute = asked->recompute;
     o.T = o.model.max_seq_len = asked->T;  // never a suggestion's: the parser's default for T
     char *argv[16] = {"trainer"};
     int argc = 1;
@@ -34,6 +34,7 @@ static inline RunRequest apply_suggested_flags(const RunRequest *asked, const ch
     }
     cr_assert_eq(train_options_parse(&o, argc, argv, err), 0, "'%s': %s", flags, err);
     r.B = o.B, r.grad_accum = o.grad_accum, r.recompute = o.recompute;
+    r.no_master_weights = r.no_master_weights || o.no_master_weights;
     return r;
 }
 

@@ -43,7 +43,7 @@ static size_t toy_bytes(const RunRequest *r) {
 // or chapter 08's (no fused optimizer: no micro-batches); B=16 plans
 // 1000 + 4000 + 16 x 500 = 13000 MiB.
 static RunRequest asked_in(int chapter) {
-    RunRequest r = {chapter_optimizations(chapter), 16, 1024, 1, RECOMPUTE_NONE};
+    RunRequest r = {chapter_optimizations(chapter), 16, 1024, 1, RECOMPUTE_NONE, 0};
     r.switches.adamw_8bit = 0;
     return r;
 }
@@ -198,7 +198,9 @@ Test(memory_budget, when_nothing_fits_it_says_so) {
     const MemoryBudget b = memory_budget(1500 * MIB, 0);
     char err[ERR_LEN] = "";
     cr_assert_eq(memory_budget_refuse(&asked, &b, &s, "B=16 needs", err), -1);
-    // (The toy plan does not count recompute: it changes nothing there.)
-    cr_assert(strstr(err, "not even -b 1 fits (about 2.4 GiB, with --recompute block --adamw-8bit): "
-                          "a shorter -t, a smaller model, or more memory"), "%s", err);
+    // (The toy plan does not count recompute or the master weights: they
+    // change nothing there.)
+    cr_assert(strstr(err, "not even -b 1 fits (about 2.4 GiB, with --recompute block --adamw-8bit "
+                          "--no-master-weights): a shorter -t, a smaller model, or more memory"),
+              "%s", err);
 }

@@ -34,7 +34,7 @@ static GPT2Config gpt2_124m_padded_as(int chapter) {
 // GPT-2 124M (or a larger size: layers, heads, channels) at B=16, T=1024,
 // with the switches of `chapter`, as the trainer's command line asks for it.
 static RunRequest asked_in(int chapter) {
-    return (RunRequest){chapter_optimizations(chapter), 16, 1024, 1, RECOMPUTE_NONE};
+    return (RunRequest){chapter_optimizations(chapter), 16, 1024, 1, RECOMPUTE_NONE, 0};
 }
 
 static GPT2Config gpt2_sized(int chapter, int layers, int heads, int channels) {
@@ -120,6 +120,70 @@ Test(memory_plan_host, a_refusal_names_the_cheapest_recompute_level_that_fits) {
     cr_assert_eq(applied.recompute, RECOMPUTE_NORMS);
     cr_assert_eq(memory_plan_check(&c, &applied, &budget, err), 0, "%s", err);
 }
+
+// Chapter 14's --no-master-weights: the plan is the master copy smaller, 4
+// bytes a parameter, and nothing else changes; in the bf16 build, with the
+// fused optimizer (chapter 09 on). Refused elsewhere, naming the flag.
+Test(memory_plan_host, no_master_weights_plans_4_bytes_a_parameter_less) {
+    int planned_without = 0;
+    for (int ch = first_chapter(); ch < chapter_count(); ch++) {
+        const GPT2Config c = gpt2_124m_padded_as(ch);
+        const RunRequest asked = asked_in(ch);
+        RunRequest without = asked;
+        without.no_master_weights = 1;
+        MemoryPlan with_p, without_p;
+        char err[ERR_LEN] = "";
+        cr_assert_eq(memory_plan_request(&c, &asked, &with_p, err), 0, "%s", err);
+        const int fused = asked.switches.fused_optimizer;
+        const int rc = memory_plan_request(&c, &without, &without_p, err);
+#ifdef PRECISION_BF16
+        if (!fused) {
+            cr_assert_eq(rc, -1, "chapter %02d", ch);
+            cr_assert(strstr(err, "--no-master-weights needs --fused-optimizer"), "%s", err);
+            continue;
+        }
+        cr_assert_eq(rc, 0, "chapter %02d: %s", ch, err);
+        const size_t n = gpt2_num_params(&c);
+        cr_assert_eq(with_p.master, n * sizeof(float), "chapter %02d", ch);
+        cr_assert_eq(without_p.master, 0, "chapter %02d", ch);
+        cr_assert_eq(with_p.total - without_p.total, n * sizeof(float), "chapter %02d", ch);
+        cr_assert_eq(with_p.model - without_p.model, n * sizeof(float), "chapter %02d", ch);
+        planned_without++;
+#else
+        (void)fused;
+        cr_assert_eq(rc, -1, "chapter %02d", ch);
+        cr_assert(strstr(err, "--no-master-weights: the bf16 build's"), "%s", err);
+#endif
+    }
+#ifdef PRECISION_BF16
+    cr_assert_gt(planned_without, 0);
+#else
+    (void)planned_without;
+#endif
+}
+
+#ifdef PRECISION_BF16
+// The chapter's point: GPT-2 XL at B=4, T=1024 in a 16 GiB budget. Recompute
+// and the 8-bit moments alone are not enough; without master weights too
+// it fits, and a refusal with the two on names --no-master-weights.
+Test(memory_plan_host, gpt2_xl_at_b4_fits_16_gib_without_master_weights) {
+    const int ch = chapter_count() - 1;
+    const GPT2Config c = gpt2_sized(ch, 48, 25, 1600);
+    RunRequest asked = asked_in(ch);
+    asked.B = 4;
+    asked.switches.adamw_8bit = 1;
+    asked.recompute = RECOMPUTE_BLOCK;
+    const MemoryBudget budget = memory_budget(80ull << 30, 16);
+    char err[ERR_LEN] = "";
+    cr_assert_eq(memory_plan_check(&c, &asked, &budget, err), -1,
+                 "planned %.2f GiB", planned(&c, &asked) / 1073741824.0);
+    cr_assert(strstr(err, "it fits with --no-master-weights (about"), "%s", err);
+    const RunRequest applied =
+        apply_suggested_flags(&asked, "--no-master-weights", PRECISION_NAME);
+    cr_assert(applied.no_master_weights);
+    cr_assert_eq(memory_plan_check(&c, &applied, &budget, err), 0, "%s", err);
+}
+#endif
 
 // Every suggestion, for GPT-2's four sizes under budgets of 8 to 24 GiB in
 // every chapter of the build: its flags applied as the command line applies
@@ -221,7 +285,7 @@ Test(memory_plan_host, chapter_12_plans_chapter_11s_memory) {
 static MemoryPlan plan_at(const GPT2Config *c, const Optimizations *o, Recompute r) {
     RunPlan run;
     char err[ERR_LEN];
-    cr_assert(run_plan_build(&run, o, c->padded_vocab_size, 1, r, err) == 0, "%s", err);
+    cr_assert(run_plan_build(&run, o, c->padded_vocab_size, 1, r, 1, err) == 0, "%s", err);
     return memory_plan(c, 16, 1024, &run);
 }
 
@@ -271,7 +335,8 @@ Test(memory_plan, counts_what_the_model_allocates) {
         for (int r = 0; r < RECOMPUTE_LEVELS; r++) {
             RunPlan plan;
             char err[ERR_LEN];
-            cr_assert(run_plan_build(&plan, &opt, c.padded_vocab_size, 1, (Recompute)r, err) == 0,
+            cr_assert(run_plan_build(&plan, &opt, c.padded_vocab_size, 1, (Recompute)r, 1,
+                                     err) == 0,
                       "%s", err);
             GPT2Gpu model;
             gpt2_gpu_init(&model, &gt_ctx, &c, params, 4, 32, &plan);
@@ -282,6 +347,24 @@ Test(memory_plan, counts_what_the_model_allocates) {
                          recompute_name((Recompute)r), model.device_bytes, p.model);
             gpt2_gpu_free(&model);
         }
+#ifdef PRECISION_BF16
+        // Chapter 14's --no-master-weights: no master copy allocated, none planned.
+        if (opt.fused_optimizer) {
+            RunPlan plan;
+            char err[ERR_LEN];
+            cr_assert(run_plan_build(&plan, &opt, c.padded_vocab_size, 1, RECOMPUTE_NONE, 0,
+                                     err) == 0,
+                      "%s", err);
+            GPT2Gpu model;
+            gpt2_gpu_init(&model, &gt_ctx, &c, params, 4, 32, &plan);
+            cr_assert_null(model.master);
+            const MemoryPlan p = memory_plan(&c, 4, 32, &model.plan);
+            cr_assert_eq(model.device_bytes, p.model, "chapter %02d, --no-master-weights: the "
+                         "model allocated %zu bytes, the plan says %zu", ch, model.device_bytes,
+                         p.model);
+            gpt2_gpu_free(&model);
+        }
+#endif
     }
     free(params);
 }

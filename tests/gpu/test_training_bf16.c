@@ -466,3 +466,44 @@ Test(gpu_training_bf16, chapter_11_refuses_what_a_graph_cannot_replay) {
     cr_assert_eq(gpu_trainer_init(&tr, &o, &ch08, err), -1);
     cr_assert(strstr(err, "--grad-accum") && strstr(err, "--fused-optimizer"), "got: %s", err);
 }
+
+// ---- chapter 14: --no-master-weights -------------------------------------------------
+
+// The losses of 3 steps of chapter 13's tiny model, with or without master
+// weights, and the n weights after (without them: the bf16 weights as
+// floats). Heads of 64, as test_model_parity.c's FP8 runs.
+static float *run_master_weights(int no_master, float losses[3], size_t *n) {
+    Optimizations optim = chapter_optimizations(13);
+    TrainOptions o = tiny_train_options(3);
+    o.model.channels = 128, o.model.num_heads = 2;
+    o.no_master_weights = no_master;
+    GpuTrainer tr;
+    char err[ERR_LEN];
+    cr_assert(gpu_trainer_init(&tr, &o, &optim, err) == 0, "%s", err);
+    cr_assert_eq(tr.model.master == NULL, no_master, "master weights allocated: %d",
+                 tr.model.master != NULL);
+    gpu_steps(&tr, 3, losses);
+    *n = tr.model.num_params;
+    float *w = xmalloc(*n * sizeof(float));
+    gpt2_gpu_get_params(&tr.model, w);
+    gpu_trainer_free(&tr);
+    return w;
+}
+
+// Without master weights the run is deterministic (stochastic rounding's
+// bits come from the step and the index, never from the run), and its
+// losses follow the master weights' within TOL_NO_MASTER_LOSS_BF16.
+Test(gpu_training_bf16, no_master_weights_is_deterministic_and_follows_the_master_weights) {
+    float with[3], without[3], again[3];
+    size_t n;
+    float *w_with = run_master_weights(0, with, &n);
+    float *w_without = run_master_weights(1, without, &n);
+    float *w_again = run_master_weights(1, again, &n);
+    gt_assert_identical("losses without master weights, two runs", without, again, 3);
+    gt_assert_identical("weights without master weights, two runs", w_without, w_again, n);
+    cr_assert(memcmp(&with[0], &without[0], sizeof(float)) == 0,
+              "the first loss comes before any update: %.9g vs %.9g", (double)with[0],
+              (double)without[0]);
+    gt_compare("losses without master weights", without, with, 3, TOL_NO_MASTER_LOSS_BF16);
+    free(w_with), free(w_without), free(w_again);
+}

@@ -82,6 +82,21 @@ a_recompute_level_is_named() {
   says "$work/out" "--recompute LEVEL" && says "$work/out" "chapter 14; default none)"
 }
 
+# Chapter 14's --no-master-weights: the bf16 build's, and only with the
+# fused optimizer (whose kernels round stochastically); refused by name
+# before a device is looked for. The CPU trainer refuses it too.
+no_master_weights_needs_bf16_and_the_fused_optimizer() {
+  refused $fp32 "--no-master-weights: the bf16 build's" --no-master-weights &&
+  refused $bf16 "--no-master-weights needs --fused-optimizer (chapter 09)" \
+    --chapter 8 --no-master-weights &&
+  refused $bf16 "--no-master-weights needs --fused-optimizer (chapter 09)" \
+    --no-master-weights --no-fused-optimizer || return 1
+  expect_status 2 build/train_gpt2_cpu "${data[@]}" --model tiny --no-master-weights || return 1
+  says "$work/err" "--no-master-weights: the GPU trainer's bf16 build" || return 1
+  expect_status 0 $bf16 --help || return 1
+  says "$work/out" "--no-master-weights   keep no fp32 master copy of the weights"
+}
+
 a_padding_smaller_than_the_vocabulary_is_refused() {
   refused $fp32 "--padded-vocab 100 is smaller than the vocabulary, 50257 tokens" \
     --padded-vocab 100
@@ -159,6 +174,7 @@ check unknown_flags_and_stray_words_are_named
 check a_switch_of_the_other_build_is_refused
 check a_chapter_of_the_other_precision_is_refused
 check a_recompute_level_is_named
+check no_master_weights_needs_bf16_and_the_fused_optimizer
 check a_padding_smaller_than_the_vocabulary_is_refused
 check files_are_checked_before_the_device
 check help_states_the_exit_statuses
