@@ -86,6 +86,19 @@ extern "C" void grad_norm_v1(const GpuContext *ctx, float *norm, float *scratch,
     gpu_check_launch(ctx, "sum_partials_sqrt_kernel_v1");
 }
 
+// One thread: the parts' squares in double, in the parts' order.
+__global__ void grad_norm_of_parts_kernel_v1(float *norm, const float *parts, int count) {
+    double sum = 0.0;
+    for (int i = 0; i < count; i++) sum += (double)parts[i] * (double)parts[i];
+    *norm = (float)sqrt(sum);
+}
+
+extern "C" void grad_norm_of_parts_v1(const GpuContext *ctx, float *norm, const float *parts,
+                                      int count) {
+    grad_norm_of_parts_kernel_v1<<<1, 1, 0, ctx->stream>>>(norm, parts, count);
+    gpu_check_launch(ctx, "grad_norm_of_parts_kernel_v1");
+}
+
 __global__ void scale_kernel_v1(floatX *x, size_t n, float factor) {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) x[i] = f2x(x2f(x[i]) * factor);
@@ -319,7 +332,7 @@ __global__ void __launch_bounds__(ADAMW_FUSED_THREADS)
                      (size_t)threadIdx.x * VEC_X;
     if (i >= n) return;
     // The tensor's parameters, and its moments where the state keeps them.
-    params += table.offset[k], grads += table.offset[k];
+    params += table.offset[k], grads += table.offset[k] + table.grad_shift[k];
     if (master) master += table.offset[k];
     m += table.state_offset[k], v += table.state_offset[k];
     const AdamWStep s = *step;

@@ -48,6 +48,13 @@ void adamw_update_v1(const GpuContext *ctx, floatX *params, float *master, const
 void grad_norm_v1(const GpuContext *ctx, float *norm, float *scratch, const floatX *grads,
                   size_t n);
 
+// Chapter 14's --update-in-backward, where the gradients are never all in
+// memory at once: *norm = sqrt(sum of parts[i]^2) over `count` norms of
+// parts (grad_norm_v1's, one float each, device), in double, in order. The
+// norm of the whole, as grad_norm_v1 of all the values would give it up to
+// the rounding of a different order of addition.
+void grad_norm_of_parts_v1(const GpuContext *ctx, float *norm, const float *parts, int count);
+
 // x[i] *= factor (in fp32, rounded back to floatX): gradient clipping, with
 // the factor computed on the host (grad_clip_factor in optimizer.h) from the
 // norm read back.

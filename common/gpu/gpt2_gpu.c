@@ -74,6 +74,21 @@ static void adamw_tables(GPT2Gpu *model) {
     adamw_table_of_kind(&model->adamw8_tensors, &model->adam, 1, Q8_BLOCK);
 }
 
+// Chapter 14's --update-in-backward: the gradients of one layer at a time,
+// each layer's tables, and the norm's parts.
+static void alloc_layer_update(GPT2Gpu *model) {
+    const GPT2Config *c = &model->config;
+    const int L = c->num_layers;
+    model->layer_tables = xmalloc(2 * (size_t)(L + 1) * sizeof(AdamWTensors));
+    for (int l = 0; l <= L; l++) {
+        layer_table_build(&model->layer_tables[2 * l], c, &model->adam, &model->layer_grads, l, 0,
+                          ADAMW_FUSED_VALUES_PER_BLOCK);
+        layer_table_build(&model->layer_tables[2 * l + 1], c, &model->adam, &model->layer_grads,
+                          l, 1, Q8_BLOCK);
+    }
+    model->norm_parts = alloc_floats(model, (size_t)L, "gradient norm's parts (one a layer)");
+}
+
 static void *alloc_zeros(GPT2Gpu *model, size_t bytes, const char *what) {
     if (bytes == 0) return NULL;
     model->device_bytes += bytes;
@@ -109,7 +124,13 @@ void gpt2_gpu_init(GPT2Gpu *model, GpuContext *ctx, const GPT2Config *cfg, const
     model->adam = adam_layout_for(cfg, plan->moments_8bit);
     size_t n = model->num_params;
     model->params = alloc_floatx(model, n, "parameters");
-    model->grads = alloc_floatx(model, n, "gradients");
+    // Chapter 14's --update-in-backward keeps one layer's gradients.
+    model->layer_grads = layer_grads_for(cfg);
+    const LayerGrads *lg = &model->layer_grads;
+    if (plan->update_in_backward)
+        model->grads = alloc_floatx(model, lg->values, "gradients (one layer's)");
+    else
+        model->grads = alloc_floatx(model, n, "gradients");
     alloc_adam_state(model);
 #ifdef PRECISION_BF16
     // Chapter 14's --no-master-weights goes without them: 4 bytes a parameter
@@ -117,7 +138,8 @@ void gpt2_gpu_init(GPT2Gpu *model, GpuContext *ctx, const GPT2Config *cfg, const
     if (plan->master_weights) model->master = alloc_floats(model, n, "fp32 master weights");
 #endif
     point_tensors(model->params_of, model->params, model->param_sizes);
-    point_tensors(model->grads_of, model->grads, model->param_sizes);
+    point_tensors(model->grads_of, model->grads,
+                  plan->update_in_backward ? lg->size : model->param_sizes);
     gpt2_gpu_set_params(model, params);
     activations_alloc(&model->acts, cfg, max_B, max_T, plan);
     model->device_bytes += model->acts.bytes;
@@ -132,6 +154,7 @@ void gpt2_gpu_init(GPT2Gpu *model, GpuContext *ctx, const GPT2Config *cfg, const
     model->device_bytes += sizeof(AdamWStep);
     model->adamw_step = gpu_malloc(sizeof(AdamWStep), "AdamW step values");
     adamw_tables(model);
+    if (plan->update_in_backward) alloc_layer_update(model);
     model->plan.fp8 = model->fp8_on = plan->fp8 && ctx->fp8;  // what memory_plan counts
     if (model->fp8_on) {
         fp8_layers_alloc(&model->fp8, cfg, max_B, max_T, plan->recompute);
@@ -162,8 +185,9 @@ void gpt2_gpu_free(GPT2Gpu *model) {
     void *all[] = {model->params, model->grads,     model->m,       model->v,
                    model->master, model->scratch,   model->mean_loss, model->norm,
                    model->clip_factor, model->adamw_step, model->m_q, model->v_q,
-                   model->m_absmax, model->v_absmax, model->schedule};
+                   model->m_absmax, model->v_absmax, model->schedule, model->norm_parts};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) gpu_free(all[i]);
+    free(model->layer_tables);
     device_batch_free(&model->own);
     activations_free(&model->acts);
     if (model->fp8_on) fp8_layers_free(&model->fp8);
@@ -546,8 +570,9 @@ static void backward_pass(GPT2Gpu *model, int zero_grads) {
     nvtxRangePushA("backward");
     // The parameter gradients accumulate (gpu_ops.h): from zero, once a step
     // (chapter 11's micro-batches after the first add to the ones before).
-    if (zero_grads)
-        gpu_zero(ctx, model->grads, model->num_params * sizeof(floatX), "memset (gradients)");
+    const int in_backward = model->plan.update_in_backward;  // chapter 14
+    const size_t grad_values = in_backward ? model->layer_grads.values : model->num_params;
+    if (zero_grads) gpu_zero(ctx, model->grads, grad_values * sizeof(floatX), "memset (gradients)");
     if (ops->classifier_backward)
         ops->classifier_backward(ctx, d->logits, d->losses, a->probs, model->batch->targets, B,
                                  T, V, ld);
@@ -564,7 +589,9 @@ static void backward_pass(GPT2Gpu *model, int zero_grads) {
     // ANCHOR: backward_layers
     for (int l = L - 1; l >= 0; l--) {
         nvtxRangePushA("layer");
-        LayerWeights w = layer_weights(p, l, C), dw = layer_weights(g, l, C);
+        // Chapter 14: with the update in the backward pass, every layer's
+        // gradients go to the one layer's buffer.
+        LayerWeights w = layer_weights(p, l, C), dw = layer_weights(g, in_backward ? 0 : l, C);
         LayerActs x = layer_acts(a, l, B, T, C, NH);
         floatX *residual_in = l == 0 ? a->encoded : layer_acts(a, l - 1, B, T, C, NH).residual3;
         // Chapter 14: what the forward pass did not keep, computed again (the
@@ -598,12 +625,16 @@ static void backward_pass(GPT2Gpu *model, int zero_grads) {
                              w.qkvw, NULL, B, T, C, 3 * C, 3 * C, o8);
         ops->layernorm_backward(ctx, d->residual, dw.ln1w, dw.ln1b, scratch, d->ln, residual_in,
                                 w.ln1w, x.ln1_mean, x.ln1_rstd, B, T, C);
+        // Chapter 14: the layer's gradients are complete; applied now, their
+        // buffer goes to the layer below.
+        if (in_backward) gpt2_gpu_update_layer(model, l);
         nvtxRangePop();
     }
     // ANCHOR_END: backward_layers
     if (model->plan.recompute != RECOMPUTE_NONE) model->shared_hold_last_layer = 0;
     ops->encoder_backward(ctx, g[PARAM_WTE], g[PARAM_WPE], d->residual, model->batch->buckets,
                           model->batch->num_buckets, B, T, C);
+    if (in_backward) gpt2_gpu_update_layer(model, L);  // wte's gradient is complete only now
     nvtxRangePop();
 }
 

@@ -15,7 +15,9 @@
 //
 // Memory, all on the device:
 //   params, grads   one flat buffer each, num_params floatX, in gpt2_config.h's
-//                   order; params_of/grads_of point into them
+//                   order; params_of/grads_of point into them. With chapter
+//                   14's --update-in-backward, grads holds one layer's
+//                   gradients at a time (layer_tables.h: layer_grads)
 //   m, v            AdamW's moments, num_params floats (fp32 in every build);
 //                   from chapter 10 the weight matrices' moments are 8-bit
 //                   instead (m_q, v_q and their scales) and m, v hold the
@@ -47,6 +49,7 @@
 #include "gpu/activations.h"
 #include "gpu/fp8_layers.h"
 #include "optim/adam_state.h"
+#include "optim/layer_tables.h"
 #include "adamw.h"
 #include "model/gpt2_config.h"
 #include "gpu/gpu_batch.h"
@@ -103,6 +106,15 @@ typedef struct {
     // on the device.
     AdamWScheduleEntry *schedule;  // device, schedule_steps entries (NULL: none)
     int schedule_steps;
+    // Chapter 14's --update-in-backward (plan.update_in_backward): where the
+    // one layer's gradients are, the AdamW tables of each layer, and the
+    // parts of the step's gradient norm, each taken before its gradients
+    // are overwritten.
+    LayerGrads layer_grads;     // host: the gradients' layout (grads holds layer_grads.values)
+    AdamWTensors *layer_tables; // host: 2 (L + 1): layer l's fp32-state table, then its 8-bit
+                                // one; l = L: the tensors outside the layers
+    float *norm_parts;          // device, L floats
+    AdamWConfig adamw_cfg;      // the step's betas, eps and decay, for the backward pass
     // Chapter 13: the plan asks for FP8 GEMMs and the GPU has them
     // (ctx->fp8); else chapter 12's bf16 GEMMs run and fp8 is empty.
     int fp8_on;
@@ -185,6 +197,24 @@ float gpt2_gpu_update(GPT2Gpu *model, float lr, const AdamWConfig *cfg, float ma
 // (train_gpu.c), and the kernel reads nothing past the table's end.
 float gpt2_gpu_update_scheduled(GPT2Gpu *model, const AdamWConfig *cfg, float max_norm,
                                 float *norm);
+
+// Chapter 14's --update-in-backward (plan.update_in_backward): the step
+// begins before its backward pass, which then applies each layer's
+// gradients as soon as they are complete (gpt2_gpu_update_layer), and the
+// tensors outside the layers after it; gpt2_gpu_update and
+// gpt2_gpu_update_scheduled then only finish the step: the gradient norm
+// from its parts, and chapter 13's amax histories. The step's values are
+// written to the device as chapter 09's (_begin) or chapter 11's
+// (_begin_scheduled) update writes them; the clipping is off (the plan
+// refuses --grad-clip).
+void gpt2_gpu_update_begin(GPT2Gpu *model, float lr, const AdamWConfig *cfg, int t, float *norm);
+void gpt2_gpu_update_begin_scheduled(GPT2Gpu *model, const AdamWConfig *cfg, float *norm);
+
+// Called by the backward pass: layer l's gradients (0 <= l < L) applied,
+// its part of the norm taken, and the buffer cleared for the layer below;
+// with l = L, the tensors outside the layers, once the encoder's gradients
+// are in.
+void gpt2_gpu_update_layer(GPT2Gpu *model, int l);
 
 // Chapter 11: uploads the lr and bias corrections of steps 1..steps
 // (adamw_schedule_build) and sets the device's step counter to steps_done

@@ -69,47 +69,110 @@ typedef struct {
     int t;
 } HostStep;
 
-// Chapter 09: two launches after the norm's, whatever the number of tensors,
-// and the gradients only read: the clipping is folded into the update. The
-// clip factor is the device's even without sync avoidance, where the host
-// still reads the norm back, only to return it.
-static float adamw_fused_step(GPT2Gpu *model, const HostStep *host, const AdamWConfig *cfg,
-                              float max_norm, float *norm) {
+// The step's values (t, lr, the bias corrections, the clip factor from the
+// norm) into device memory, where the fused launches read them.
+static void begin_step(GPT2Gpu *model, const HostStep *host, const AdamWConfig *cfg,
+                       float max_norm, float *norm) {
     const GpuContext *ctx = model->ctx;
-    float host_norm = NAN;
-    // ANCHOR: adamw_fused_call
-    // The step's values (t, lr, the bias corrections, the clip factor from
-    // the norm) go to device memory; the one update launch reads them there.
     if (host)
         adamw_begin_step_v2(ctx, model->adamw_step, norm, max_norm, host->t, host->lr, cfg);
     else  // chapter 11: from the device's table (gpt2_gpu.h)
         adamw_begin_step_v3(ctx, model->adamw_step, norm, max_norm,
                             1.0f / (float)model->plan.micro_batches, model->schedule,
                             model->schedule_steps);
+}
+
+// The fused update of the tensors of two tables: fp32 and 8-bit moments.
+static void adamw_fused_tables(GPT2Gpu *model, const AdamWTensors *fp32, const AdamWTensors *q8,
+                               const AdamWConfig *cfg) {
+    const GpuContext *ctx = model->ctx;
+    // ANCHOR: adamw_fused_call
     // Chapter 14's --no-master-weights: no fp32 copy (master NULL), and the
     // weights stochastically rounded into bf16 (stochastic_round.cuh).
     const int stochastic = !model->plan.master_weights;
-    adamw_fused_v2(ctx, &model->adamw_tensors, model->params, model->master, model->grads,
-                   model->m, model->v, model->adamw_step, cfg, stochastic);
+    adamw_fused_v2(ctx, fp32, model->params, model->master, model->grads, model->m, model->v,
+                   model->adamw_step, cfg, stochastic);
     // ANCHOR_END: adamw_fused_call
     // ANCHOR: adamw8bit_call
     // Chapter 10: the tensors whose moments are 8-bit, in a launch of their own.
-    adamw8bit_fused_v2(ctx, &model->adamw8_tensors, model->params, model->master, model->grads,
-                       model->m_q, model->v_q, model->m_absmax, model->v_absmax,
-                       model->adamw_step, cfg, stochastic);
+    adamw8bit_fused_v2(ctx, q8, model->params, model->master, model->grads, model->m_q,
+                       model->v_q, model->m_absmax, model->v_absmax, model->adamw_step, cfg,
+                       stochastic);
     // ANCHOR_END: adamw8bit_call
-    if (model->plan.host_reads_norm)
-        gpu_memcpy_sync(model->ctx, &host_norm, norm, sizeof host_norm, cudaMemcpyDeviceToHost);
-    return host_norm;
+}
+
+// Chapter 09: two launches after the norm's, whatever the number of tensors,
+// and the gradients only read: the clipping is folded into the update. The
+// clip factor is the device's even without sync avoidance, where the host
+// still reads the norm back, only to return it.
+static void adamw_fused_step(GPT2Gpu *model, const HostStep *host, const AdamWConfig *cfg,
+                             float max_norm, float *norm) {
+    begin_step(model, host, cfg, max_norm, norm);
+    adamw_fused_tables(model, &model->adamw_tensors, &model->adamw8_tensors, cfg);
+}
+
+// ---- chapter 14: the update in the backward pass ---------------------------------
+
+static void begin_in_backward(GPT2Gpu *model, const HostStep *host, const AdamWConfig *cfg,
+                              float *norm) {
+    if (!model->plan.update_in_backward)
+        die("gpt2_gpu_update_begin: the run's plan updates after the backward pass");
+    model->adamw_cfg = *cfg;
+    // No clipping (max_norm 0: the factor is 1): the plan refuses --grad-clip.
+    begin_step(model, host, cfg, 0.0f, norm);
+}
+
+void gpt2_gpu_update_begin(GPT2Gpu *model, float lr, const AdamWConfig *cfg, int t, float *norm) {
+    const HostStep host = {lr, t};
+    begin_in_backward(model, &host, cfg, norm);
+}
+
+void gpt2_gpu_update_begin_scheduled(GPT2Gpu *model, const AdamWConfig *cfg, float *norm) {
+    begin_in_backward(model, NULL, cfg, norm);
+}
+
+// ANCHOR: update_layer
+void gpt2_gpu_update_layer(GPT2Gpu *model, int l) {
+    const GpuContext *ctx = model->ctx;
+    const LayerGrads *g = &model->layer_grads;
+    const AdamWTensors *tables = &model->layer_tables[2 * l];
+    floatX *layer = model->grads + g->layer_offset;  // the one layer's gradients
+    nvtxRangePushA("update (in the backward pass)");
+    // Layer l's share of the norm, before its gradients go. The first
+    // layer's stay in the buffer, and are counted with the rest's at the end.
+    const int L = model->config.num_layers;
+    if (l > 0 && l < L)
+        grad_norm_v1(ctx, model->norm_parts + l, model->scratch, layer, g->layer_values);
+    if (l == L) grad_norm_v1(ctx, model->norm_parts, model->scratch, model->grads, g->values);
+    adamw_fused_tables(model, &tables[0], &tables[1], &model->adamw_cfg);
+    // The layer below adds its gradients into the buffer: from zero.
+    if (l > 0 && l < L)
+        gpu_zero(ctx, layer, g->layer_values * sizeof(floatX), "memset (a layer's gradients)");
+    nvtxRangePop();
+}
+// ANCHOR_END: update_layer
+
+// What is left of the step once the backward pass has updated every tensor:
+// the norm from its parts (the gradients are gone).
+static void end_in_backward(GPT2Gpu *model, float *norm) {
+    grad_norm_of_parts_v1(model->ctx, norm, model->norm_parts, model->config.num_layers);
 }
 
 static float update(GPT2Gpu *model, const HostStep *host, const AdamWConfig *cfg, float max_norm,
                     float *norm) {
     nvtxRangePushA("optimizer");
-    grad_norm_v1(model->ctx, norm, model->scratch, model->grads, model->num_params);
-    float host_norm = model->plan.fused_update
-                          ? adamw_fused_step(model, host, cfg, max_norm, norm)
-                          : clip_then_adamw(model, host->lr, cfg, max_norm, host->t, norm);
+    float host_norm = NAN;
+    if (model->plan.update_in_backward) {
+        end_in_backward(model, norm);
+    } else if (model->plan.fused_update) {
+        grad_norm_v1(model->ctx, norm, model->scratch, model->grads, model->num_params);
+        adamw_fused_step(model, host, cfg, max_norm, norm);
+    } else {
+        grad_norm_v1(model->ctx, norm, model->scratch, model->grads, model->num_params);
+        host_norm = clip_then_adamw(model, host->lr, cfg, max_norm, host->t, norm);
+    }
+    if (model->plan.fused_update && model->plan.host_reads_norm)
+        gpu_memcpy_sync(model->ctx, &host_norm, norm, sizeof host_norm, cudaMemcpyDeviceToHost);
     // Chapter 13: the step's amaxes into their histories, for the next
     // step's delayed scales (fp8.h).
     if (model->fp8_on) fp8_end_step(&model->fp8, model->ctx);

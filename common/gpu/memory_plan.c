@@ -63,7 +63,9 @@ MemoryPlan memory_plan(const GPT2Config *cfg, int B, int T, const RunPlan *run) 
     MemoryPlan p = {0};
     const size_t n = gpt2_num_params(cfg);
     const AdamLayout l = adam_layout_for(cfg, run->moments_8bit);
-    p.params = p.grads = n * sizeof(floatX);
+    p.params = n * sizeof(floatX);
+    // Chapter 14's --update-in-backward keeps one layer's gradients at a time.
+    p.grads = (run->update_in_backward ? layer_grads_for(cfg).values : n) * sizeof(floatX);
     p.adam_fp32 = 2 * l.fp32_values * sizeof(float);
     p.adam_8bit = 2 * (l.q8_values + l.q8_blocks * sizeof(float));
 #ifdef PRECISION_BF16
@@ -73,6 +75,7 @@ MemoryPlan memory_plan(const GPT2Config *cfg, int B, int T, const RunPlan *run) 
     p.scratch = memory_plan_scratch_floats(cfg, B, T, run) * sizeof(float);
     p.batch = device_batch_bytes(B, T);
     p.scalars = 3 * sizeof(float) + sizeof(AdamWStep);
+    if (run->update_in_backward) p.scalars += (size_t)cfg->num_layers * sizeof(float);
     p.fp8 = run->fp8 ? fp8_layers_bytes(cfg, B, T, run->recompute) : 0;
     p.model = p.params + p.grads + p.adam_fp32 + p.adam_8bit + p.master + p.activations +
               p.scratch + p.batch + p.scalars + p.fp8;
@@ -90,7 +93,7 @@ MemoryPlan memory_plan(const GPT2Config *cfg, int B, int T, const RunPlan *run) 
 int memory_plan_request(const GPT2Config *cfg, const RunRequest *r, MemoryPlan *out, char *err) {
     RunPlan run;
     if (run_plan_build(&run, &r->switches, cfg->padded_vocab_size, r->grad_accum, r->recompute,
-                       !r->no_master_weights, err))
+                       !r->no_master_weights, r->update_in_backward, err))
         return -1;
     *out = memory_plan(cfg, r->B, r->T, &run);
     return 0;

@@ -51,11 +51,39 @@ int run_plan_check_master_weights(const Optimizations *o, int master_weights, ch
 #endif
 }
 
+// Chapter 14's --update-in-backward: the fused update (chapter 09's tables,
+// one per layer), and the step's gradients complete after one backward pass:
+// with micro-batches each layer's would be needed until the last one's pass.
+static int check_update_in_backward(const Optimizations *o, int update_in_backward,
+                                    int micro_batches, char *err) {
+    if (!update_in_backward) return 0;
+    if (!o->fused_optimizer)
+        return fail(err, "--update-in-backward needs --fused-optimizer (chapter 09): it updates "
+                         "each layer with the fused kernels' tables, one a layer");
+    if (micro_batches > 1)
+        return fail(err, "--update-in-backward cannot take --grad-accum %d: a layer's gradients "
+                         "are applied when one backward pass completes them, and micro-batches "
+                         "need them kept until the last one's", micro_batches);
+    return 0;
+}
+
+int run_plan_check_update_in_backward(const Optimizations *o, int update_in_backward,
+                                      int micro_batches, float grad_clip, char *err) {
+    if (check_update_in_backward(o, update_in_backward, micro_batches, err)) return -1;
+    if (update_in_backward && grad_clip > 0.0f)
+        return fail(err, "--update-in-backward needs --grad-clip 0 (it is %g): clipping by the "
+                         "global norm needs every gradient before the first update, and the "
+                         "first layers' are applied and gone before the last ones exist",
+                    grad_clip);
+    return 0;
+}
+
 int run_plan_build(RunPlan *plan, const Optimizations *o, int Vp, int micro_batches,
-                   Recompute recompute, int master_weights, char *err) {
+                   Recompute recompute, int master_weights, int update_in_backward, char *err) {
     memset(plan, 0, sizeof *plan);
     if (check_step(o, micro_batches, err) || check_fp8(o, err) ||
-        run_plan_check_master_weights(o, master_weights, err))
+        run_plan_check_master_weights(o, master_weights, err) ||
+        check_update_in_backward(o, update_in_backward, micro_batches, err))
         return -1;
     plan->ops = gpu_ops_select(o, &plan->launch);
     // The model's buffers: chapter 04's fused classifier keeps no
@@ -77,6 +105,7 @@ int run_plan_build(RunPlan *plan, const Optimizations *o, int Vp, int micro_batc
     plan->fused_update = o->fused_optimizer;
     plan->moments_8bit = o->adamw_8bit;
     plan->master_weights = master_weights;
+    plan->update_in_backward = update_in_backward;
     // The step.
     plan->async = o->sync_avoidance;
     plan->workers = o->data_workers;
@@ -93,6 +122,7 @@ int run_plan_build(RunPlan *plan, const Optimizations *o, int Vp, int micro_batc
 RunPlan run_plan_for_model(const Optimizations *o, int Vp) {
     RunPlan plan;
     char err[ERR_LEN];
-    if (run_plan_build(&plan, o, Vp, 1, RECOMPUTE_NONE, 1, err)) die("run_plan_for_model: %s", err);
+    if (run_plan_build(&plan, o, Vp, 1, RECOMPUTE_NONE, 1, 0, err))
+        die("run_plan_for_model: %s", err);
     return plan;
 }

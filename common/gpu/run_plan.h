@@ -39,6 +39,8 @@ typedef struct {
     int moments_8bit;      // 10: the weight matrices' moments in one byte each (adam_state.h)
     int master_weights;    // the bf16 build's fp32 master copy: 1 unless --no-master-weights
                            // (14: the update then rounds stochastically into the weights)
+    int update_in_backward;// 14: each layer updated as soon as the backward pass completes its
+                           // gradients, which keep one layer's buffer (layer_tables.h)
     // The step (train_gpu.c).
     int async;             // 03: the host never waits inside a step; numbers are read late
     int workers;           // 08: batches from worker threads, copied on a stream of their own
@@ -53,13 +55,24 @@ typedef struct {
 
 // The plan for the switches o, a model of padded vocabulary Vp, micro_batches
 // backward passes per update, the activations recomputed at `recompute`'s
-// level, and fp32 master weights unless master_weights is 0
-// (--no-master-weights), on one GPU. Returns 0, or -1 when the switches ask
-// for a step the chapters before cannot give (CUDA graphs or micro-batches
-// without sync avoidance or the fused update; no master weights without the
-// fused update or in the fp32 build), err naming the flags.
+// level, fp32 master weights unless master_weights is 0
+// (--no-master-weights), and the update made in the backward pass when
+// update_in_backward is 1 (--update-in-backward), on one GPU. Returns 0, or
+// -1 when the switches ask for a step the chapters before cannot give (CUDA
+// graphs or micro-batches without sync avoidance or the fused update; no
+// master weights without the fused update or in the fp32 build; the update
+// in the backward pass without the fused update, or with micro-batches),
+// err naming the flags.
 int run_plan_build(RunPlan *plan, const Optimizations *o, int Vp, int micro_batches,
-                   Recompute recompute, int master_weights, char *err);
+                   Recompute recompute, int master_weights, int update_in_backward, char *err);
+
+// run_plan_build's check of --update-in-backward, with the run's gradient
+// clipping (--grad-clip, 0: off), which the plan does not hold: the update in
+// the backward pass cannot clip by the global norm, which is known only once
+// the last gradient is, after the first layers' have been applied and their
+// buffer reused (layer_tables.h). 0, or -1 with err naming the flags.
+int run_plan_check_update_in_backward(const Optimizations *o, int update_in_backward,
+                                      int micro_batches, float grad_clip, char *err);
 
 // run_plan_build's check of --no-master-weights alone (master_weights 0):
 // the bf16 build only, with --fused-optimizer. 0, or -1 with err naming the

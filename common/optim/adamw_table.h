@@ -34,6 +34,10 @@ typedef struct {
     size_t state_offset[ADAMW_MAX_TENSORS];       // its first moment in the optimizer's state:
                                                   // offset itself through chapter 09; chapter
                                                   // 10 packs the state (adam_state.h)
+    long long grad_shift[ADAMW_MAX_TENSORS];      // where its gradients start in the flat
+                                                  // gradients, less offset: 0 (laid out as
+                                                  // the parameters) but in chapter 14's
+                                                  // --update-in-backward (layer_update.h)
     int decay[ADAMW_MAX_TENSORS];                 // 1: weight decay applies to it
     unsigned int first_block[ADAMW_MAX_TENSORS];  // its first block in the launch
 } AdamWTensors;
@@ -43,7 +47,8 @@ typedef struct {
 // buffer is still counted) and weight decay when decay[i] is not 0. More than
 // ADAMW_MAX_TENSORS non-empty tensors is a programming error: it says so and
 // exits. Each state_offset is left 0: the caller sets it (adamw_tensors_v2:
-// the parameters' offset). Chapter 09's exercise
+// the parameters' offset); so is each grad_shift, which stays 0 unless the
+// gradients are laid out otherwise than the parameters (chapter 14). Chapter 09's exercise
 // (solutions/09_fused_optimizer/adamw_table.c).
 void adamw_table_build(AdamWTensors *table, const size_t *sizes, const int *decay, int count,
                        size_t values_per_block);

@@ -48,6 +48,9 @@ int cpu_trainer_init(CpuTrainer *tr, const TrainOptions *opt, char *err) {
     if (opt->no_master_weights)
         return fail(err, "--no-master-weights: the GPU trainer's bf16 build (chapter 14); the "
                          "CPU reference keeps its weights in fp32");
+    if (opt->update_in_backward)
+        return fail(err, "--update-in-backward: the GPU trainer's (chapter 14); the CPU "
+                         "reference updates after its backward pass");
     tr->opt = *opt;
     rng_seed(&tr->sampler, opt->seed ^ 0x5A5A5A5Aull);
     if (open_data(opt, &tr->train, &tr->val, &tr->has_val, err)) return -1;

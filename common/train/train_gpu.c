@@ -108,7 +108,7 @@ static int check_memory(const TrainOptions *opt, const Optimizations *o, const G
     CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total));
     *budget = memory_budget(free_bytes, opt->memory_limit_gib);
     const RunRequest asked = {*o, opt->B, opt->T, opt->grad_accum, opt->recompute,
-                              opt->no_master_weights};
+                              opt->no_master_weights, opt->update_in_backward};
     return memory_plan_check(cfg, &asked, budget, err);
 }
 // ANCHOR_END: check_memory
@@ -163,7 +163,7 @@ int gpu_trainer_init(GpuTrainer *tr, const TrainOptions *opt, const Optimization
     float *params = NULL;
     if (initial_params(opt, optim, &cfg, &params, err) ||
         run_plan_build(&tr->plan, optim, cfg.padded_vocab_size, opt->grad_accum, opt->recompute,
-                       !opt->no_master_weights, err)) {
+                       !opt->no_master_weights, opt->update_in_backward, err)) {
         free(params);
         dataloader_free(&tr->train);
         if (tr->has_val) dataloader_free(&tr->val);
@@ -334,6 +334,12 @@ static void micro_step_work(void *arg) {
     if (!plan->async)
         gpu_memcpy_sync(model->ctx, &m->s->loss, m->loss, sizeof(float), cudaMemcpyDeviceToHost);
     if (m->events) CUDA_CHECK(cudaEventRecord(m->events[1], model->ctx->stream));
+    // Chapter 14's --update-in-backward: the step's values first, for the
+    // backward pass that updates each layer as its gradients are complete.
+    if (plan->update_in_backward) {
+        if (plan->device_schedule) gpt2_gpu_update_begin_scheduled(model, &opt->adamw, m->norm);
+        else gpt2_gpu_update_begin(model, m->s->lr, &opt->adamw, m->s->step, m->norm);
+    }
     // The gradients: from zero at the first micro-batch, added after it.
     if (m->first) gpt2_gpu_backward(model);
     else gpt2_gpu_backward_add(model);

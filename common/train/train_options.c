@@ -118,6 +118,10 @@ void train_options_usage(const char *program, const TrainOptions *d) {
         "                        that small updates are kept on average; 4 bytes a\n"
         "                        parameter saved (GPU trainer, bf16 build,\n"
         "                        --fused-optimizer; chapter 14)\n"
+        "  --update-in-backward  apply each layer's gradients as soon as the backward\n"
+        "                        pass completes them, and keep one layer's: needs\n"
+        "                        --grad-clip 0 (GPU trainer, --fused-optimizer;\n"
+        "                        chapter 14)\n"
         "  --steps N             steps in all: a resumed run continues to N (default %d)\n"
         "  --lr X                peak learning rate (default %g)\n"
         "  --warmup N            warm-up steps (default %d)\n"
@@ -259,6 +263,7 @@ static const FlagSpec FLAGS[] = {
     {"--grad-accum", NULL, FLAG_INT, FIELD(grad_accum), 1, GRAD_ACCUM_MAX, 0},
     {"--recompute", NULL, FLAG_RECOMPUTE, FIELD(recompute), 0, 0, 0},
     {"--no-master-weights", NULL, FLAG_SWITCH, FIELD(no_master_weights), 1, 1, 0},
+    {"--update-in-backward", NULL, FLAG_SWITCH, FIELD(update_in_backward), 1, 1, 0},
     {"--steps", NULL, FLAG_INT, FIELD(steps), 1, MANY, GIVEN_STEPS},
     {"--lr", NULL, FLAG_FLOAT, FIELD(lr.max_lr), 0, 1e30, 0},
     {"--warmup", NULL, FLAG_INT, FIELD(lr.warmup_steps), 0, MANY, 0},

@@ -43,7 +43,7 @@ static size_t toy_bytes(const RunRequest *r) {
 // or chapter 08's (no fused optimizer: no micro-batches); B=16 plans
 // 1000 + 4000 + 16 x 500 = 13000 MiB.
 static RunRequest asked_in(int chapter) {
-    RunRequest r = {chapter_optimizations(chapter), 16, 1024, 1, RECOMPUTE_NONE, 0};
+    RunRequest r = {chapter_optimizations(chapter), 16, 1024, 1, RECOMPUTE_NONE, 0, 0};
     r.switches.adamw_8bit = 0;
     return r;
 }

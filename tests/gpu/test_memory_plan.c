@@ -34,7 +34,7 @@ static GPT2Config gpt2_124m_padded_as(int chapter) {
 // GPT-2 124M (or a larger size: layers, heads, channels) at B=16, T=1024,
 // with the switches of `chapter`, as the trainer's command line asks for it.
 static RunRequest asked_in(int chapter) {
-    return (RunRequest){chapter_optimizations(chapter), 16, 1024, 1, RECOMPUTE_NONE, 0};
+    return (RunRequest){chapter_optimizations(chapter), 16, 1024, 1, RECOMPUTE_NONE, 0, 0};
 }
 
 static GPT2Config gpt2_sized(int chapter, int layers, int heads, int channels) {
@@ -166,6 +166,29 @@ Test(memory_plan_host, no_master_weights_plans_4_bytes_a_parameter_less) {
 // The chapter's point: GPT-2 XL at B=4, T=1024 in a 16 GiB budget. Recompute
 // and the 8-bit moments alone are not enough; without master weights too
 // it fits, and a refusal with the two on names --no-master-weights.
+// Chapter 14's --update-in-backward keeps the gradients of the tensors
+// outside the layers and of one layer: at GPT-2 XL, 47 layers' fewer.
+Test(memory_plan_host, update_in_backward_plans_one_layer_of_gradients) {
+    const int ch = chapter_count() - 1;
+    const GPT2Config c = gpt2_sized(ch, 48, 25, 1600);
+    RunRequest asked = asked_in(ch);
+    asked.B = 4;
+    MemoryPlan all, one;
+    char err[ERR_LEN] = "";
+    cr_assert_eq(memory_plan_request(&c, &asked, &all, err), 0, "%s", err);
+    asked.update_in_backward = 1;
+    cr_assert_eq(memory_plan_request(&c, &asked, &one, err), 0, "%s", err);
+    size_t sizes[NUM_PARAM_TENSORS];
+    gpt2_param_sizes(&c, sizes);
+    size_t per_layer = 0;
+    for (int i = 0; i < NUM_PARAM_TENSORS; i++)
+        if (layer_tensor(i)) per_layer += sizes[i] / 48;
+    cr_assert_eq(all.grads - one.grads, 47 * per_layer * sizeof(floatX),
+                 "47 layers' gradients fewer: %zu bytes, not %zu", all.grads - one.grads,
+                 47 * per_layer * sizeof(floatX));
+    cr_assert_eq(one.scalars - all.scalars, 48 * sizeof(float), "one norm's part a layer");
+}
+
 Test(memory_plan_host, gpt2_xl_at_b4_fits_16_gib_without_master_weights) {
     const int ch = chapter_count() - 1;
     const GPT2Config c = gpt2_sized(ch, 48, 25, 1600);
@@ -285,7 +308,7 @@ Test(memory_plan_host, chapter_12_plans_chapter_11s_memory) {
 static MemoryPlan plan_at(const GPT2Config *c, const Optimizations *o, Recompute r) {
     RunPlan run;
     char err[ERR_LEN];
-    cr_assert(run_plan_build(&run, o, c->padded_vocab_size, 1, r, 1, err) == 0, "%s", err);
+    cr_assert(run_plan_build(&run, o, c->padded_vocab_size, 1, r, 1, 0, err) == 0, "%s", err);
     return memory_plan(c, 16, 1024, &run);
 }
 
@@ -335,7 +358,7 @@ Test(memory_plan, counts_what_the_model_allocates) {
         for (int r = 0; r < RECOMPUTE_LEVELS; r++) {
             RunPlan plan;
             char err[ERR_LEN];
-            cr_assert(run_plan_build(&plan, &opt, c.padded_vocab_size, 1, (Recompute)r, 1,
+            cr_assert(run_plan_build(&plan, &opt, c.padded_vocab_size, 1, (Recompute)r, 1, 0,
                                      err) == 0,
                       "%s", err);
             GPT2Gpu model;
@@ -352,7 +375,7 @@ Test(memory_plan, counts_what_the_model_allocates) {
         if (opt.fused_optimizer) {
             RunPlan plan;
             char err[ERR_LEN];
-            cr_assert(run_plan_build(&plan, &opt, c.padded_vocab_size, 1, RECOMPUTE_NONE, 0,
+            cr_assert(run_plan_build(&plan, &opt, c.padded_vocab_size, 1, RECOMPUTE_NONE, 0, 0,
                                      err) == 0,
                       "%s", err);
             GPT2Gpu model;
@@ -365,6 +388,22 @@ Test(memory_plan, counts_what_the_model_allocates) {
             gpt2_gpu_free(&model);
         }
 #endif
+        // Chapter 14's --update-in-backward: one layer's gradients allocated,
+        // and the norm's parts, as planned.
+        if (opt.fused_optimizer) {
+            RunPlan plan;
+            char err[ERR_LEN];
+            cr_assert(run_plan_build(&plan, &opt, c.padded_vocab_size, 1, RECOMPUTE_NONE, 1, 1,
+                                     err) == 0,
+                      "%s", err);
+            GPT2Gpu model;
+            gpt2_gpu_init(&model, &gt_ctx, &c, params, 4, 32, &plan);
+            const MemoryPlan p = memory_plan(&c, 4, 32, &model.plan);
+            cr_assert_eq(model.device_bytes, p.model, "chapter %02d, --update-in-backward: the "
+                         "model allocated %zu bytes, the plan says %zu", ch, model.device_bytes,
+                         p.model);
+            gpt2_gpu_free(&model);
+        }
     }
     free(params);
 }
