@@ -74,19 +74,24 @@ static void adamw_tables(GPT2Gpu *model) {
     adamw_table_of_kind(&model->adamw8_tensors, &model->adam, 1, Q8_BLOCK);
 }
 
-// Chapter 14's --update-in-backward: the gradients of one layer at a time,
-// each layer's tables, and the norm's parts.
-static void alloc_layer_update(GPT2Gpu *model) {
+// Chapter 14's update a layer at a time: each layer's tables, their
+// gradients where --update-in-backward puts them, their moments where
+// --offload-optimizer does; and the norm's parts.
+static void alloc_layer_updates(GPT2Gpu *model) {
     const GPT2Config *c = &model->config;
     const int L = c->num_layers;
+    const LayerGrads *g = model->plan.update_in_backward ? &model->layer_grads : NULL;
+    const OptimizerOffload *off = &model->offload;
     model->layer_tables = xmalloc(2 * (size_t)(L + 1) * sizeof(AdamWTensors));
     for (int l = 0; l <= L; l++) {
-        layer_table_build(&model->layer_tables[2 * l], c, &model->adam, &model->layer_grads, l, 0,
+        const StateBlock *b = !model->plan.offload_optimizer ? NULL
+                              : l < L                        ? &off->layer
+                                                             : &off->rest;
+        layer_table_build(&model->layer_tables[2 * l], c, &model->adam, g, b, l, 0,
                           ADAMW_FUSED_VALUES_PER_BLOCK);
-        layer_table_build(&model->layer_tables[2 * l + 1], c, &model->adam, &model->layer_grads,
-                          l, 1, Q8_BLOCK);
+        layer_table_build(&model->layer_tables[2 * l + 1], c, &model->adam, g, b, l, 1, Q8_BLOCK);
     }
-    model->norm_parts = alloc_floats(model, (size_t)L, "gradient norm's parts (one a layer)");
+    if (g) model->norm_parts = alloc_floats(model, (size_t)L, "gradient norm's parts");
 }
 
 static void *alloc_zeros(GPT2Gpu *model, size_t bytes, const char *what) {
@@ -131,7 +136,13 @@ void gpt2_gpu_init(GPT2Gpu *model, GpuContext *ctx, const GPT2Config *cfg, const
         model->grads = alloc_floatx(model, lg->values, "gradients (one layer's)");
     else
         model->grads = alloc_floatx(model, n, "gradients");
-    alloc_adam_state(model);
+    // Chapter 14's --offload-optimizer: the moments in its blocks instead.
+    if (plan->offload_optimizer) {
+        optimizer_offload_init(&model->offload, cfg, &model->adam);
+        model->device_bytes += model->offload.device_bytes;
+    } else {
+        alloc_adam_state(model);
+    }
 #ifdef PRECISION_BF16
     // Chapter 14's --no-master-weights goes without them: 4 bytes a parameter
     // saved, the update rounding stochastically into the bf16 weights instead.
@@ -154,7 +165,7 @@ void gpt2_gpu_init(GPT2Gpu *model, GpuContext *ctx, const GPT2Config *cfg, const
     model->device_bytes += sizeof(AdamWStep);
     model->adamw_step = gpu_malloc(sizeof(AdamWStep), "AdamW step values");
     adamw_tables(model);
-    if (plan->update_in_backward) alloc_layer_update(model);
+    if (plan->update_in_backward || plan->offload_optimizer) alloc_layer_updates(model);
     model->plan.fp8 = model->fp8_on = plan->fp8 && ctx->fp8;  // what memory_plan counts
     if (model->fp8_on) {
         fp8_layers_alloc(&model->fp8, cfg, max_B, max_T, plan->recompute);
@@ -188,6 +199,7 @@ void gpt2_gpu_free(GPT2Gpu *model) {
                    model->m_absmax, model->v_absmax, model->schedule, model->norm_parts};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) gpu_free(all[i]);
     free(model->layer_tables);
+    optimizer_offload_free(&model->offload);
     device_batch_free(&model->own);
     activations_free(&model->acts);
     if (model->fp8_on) fp8_layers_free(&model->fp8);
@@ -573,6 +585,7 @@ static void backward_pass(GPT2Gpu *model, int zero_grads) {
     const int in_backward = model->plan.update_in_backward;  // chapter 14
     const size_t grad_values = in_backward ? model->layer_grads.values : model->num_params;
     if (zero_grads) gpu_zero(ctx, model->grads, grad_values * sizeof(floatX), "memset (gradients)");
+    if (in_backward) gpt2_gpu_layer_updates_begin(model);
     if (ops->classifier_backward)
         ops->classifier_backward(ctx, d->logits, d->losses, a->probs, model->batch->targets, B,
                                  T, V, ld);

@@ -21,7 +21,9 @@
 //   m, v            AdamW's moments, num_params floats (fp32 in every build);
 //                   from chapter 10 the weight matrices' moments are 8-bit
 //                   instead (m_q, v_q and their scales) and m, v hold the
-//                   rest (adam_state.h: AdamLayout)
+//                   rest (adam_state.h: AdamLayout). With chapter 14's
+//                   --offload-optimizer none of these: the moments are in
+//                   `offload`, the layers' on the host (optimizer_offload.h)
 //   master          the fp32 master weights, num_params floats: the bf16 build
 //                   only (NULL in fp32, where params are fp32 already); AdamW
 //                   updates them and rounds them into params
@@ -55,6 +57,7 @@
 #include "gpu/gpu_batch.h"
 #include "gpu_context.h"
 #include "gpu/gpu_ops.h"
+#include "gpu/optimizer_offload.h"
 #include "optim/optimizer.h"
 #include "precision.h"
 #include "gpu/run_plan.h"
@@ -106,15 +109,17 @@ typedef struct {
     // on the device.
     AdamWScheduleEntry *schedule;  // device, schedule_steps entries (NULL: none)
     int schedule_steps;
-    // Chapter 14's --update-in-backward (plan.update_in_backward): where the
-    // one layer's gradients are, the AdamW tables of each layer, and the
-    // parts of the step's gradient norm, each taken before its gradients
-    // are overwritten.
+    // Chapter 14's update a layer at a time: with --update-in-backward
+    // (plan.update_in_backward), where the one layer's gradients are and the
+    // parts of the step's gradient norm, each taken before its gradients are
+    // overwritten; with --offload-optimizer (plan.offload_optimizer), where
+    // the moments are; with either, the AdamW tables of each layer.
     LayerGrads layer_grads;     // host: the gradients' layout (grads holds layer_grads.values)
     AdamWTensors *layer_tables; // host: 2 (L + 1): layer l's fp32-state table, then its 8-bit
-                                // one; l = L: the tensors outside the layers
-    float *norm_parts;          // device, L floats
+                                // one; l = L: the tensors outside the layers (NULL: neither)
+    float *norm_parts;          // device, L floats (--update-in-backward)
     AdamWConfig adamw_cfg;      // the step's betas, eps and decay, for the backward pass
+    OptimizerOffload offload;   // --offload-optimizer's blocks, streams and events
     // Chapter 13: the plan asks for FP8 GEMMs and the GPU has them
     // (ctx->fp8); else chapter 12's bf16 GEMMs run and fp8 is empty.
     int fp8_on;
@@ -210,10 +215,14 @@ float gpt2_gpu_update_scheduled(GPT2Gpu *model, const AdamWConfig *cfg, float ma
 void gpt2_gpu_update_begin(GPT2Gpu *model, float lr, const AdamWConfig *cfg, int t, float *norm);
 void gpt2_gpu_update_begin_scheduled(GPT2Gpu *model, const AdamWConfig *cfg, float *norm);
 
-// Called by the backward pass: layer l's gradients (0 <= l < L) applied,
-// its part of the norm taken, and the buffer cleared for the layer below;
-// with l = L, the tensors outside the layers, once the encoder's gradients
-// are in.
+// Chapter 14's update a layer at a time (--update-in-backward, called by
+// the backward pass; --offload-optimizer, by the update): _begin before the
+// first layer's (with --offload-optimizer, the first blocks come in), then
+// each layer l from L - 1 down to 0, and l = L, the tensors outside the
+// layers, last. With --update-in-backward, layer l's part of the norm is
+// taken before its update, and the buffer is then cleared for the layer
+// below.
+void gpt2_gpu_layer_updates_begin(GPT2Gpu *model);
 void gpt2_gpu_update_layer(GPT2Gpu *model, int l);
 
 // Chapter 11: uploads the lr and bias corrections of steps 1..steps

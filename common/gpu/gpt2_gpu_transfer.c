@@ -33,6 +33,10 @@ static void check_layout(const GPT2Gpu *model, const AdamState *s) {
 
 void gpt2_gpu_get_state(const GPT2Gpu *model, AdamState *s) {
     check_layout(model, s);
+    if (model->plan.offload_optimizer) {  // chapter 14: in blocks, most on the host
+        optimizer_offload_get(&model->offload, model->ctx, s);
+        return;
+    }
     const AdamLayout *l = &model->adam;
     const GpuContext *ctx = model->ctx;
     gpu_memcpy_sync(ctx, s->m, model->m, l->fp32_values * sizeof(float), cudaMemcpyDeviceToHost);
@@ -48,6 +52,10 @@ void gpt2_gpu_get_state(const GPT2Gpu *model, AdamState *s) {
 
 void gpt2_gpu_set_state(GPT2Gpu *model, const AdamState *s) {
     check_layout(model, s);
+    if (model->plan.offload_optimizer) {
+        optimizer_offload_set(&model->offload, model->ctx, s);
+        return;
+    }
     const AdamLayout *l = &model->adam;
     const GpuContext *ctx = model->ctx;
     gpu_memcpy_sync(ctx, model->m, s->m, l->fp32_values * sizeof(float), cudaMemcpyHostToDevice);

@@ -82,22 +82,29 @@ static void begin_step(GPT2Gpu *model, const HostStep *host, const AdamWConfig *
                             model->schedule_steps);
 }
 
-// The fused update of the tensors of two tables: fp32 and 8-bit moments.
+// The model's moments, where they are on the GPU (all but with chapter
+// 14's --offload-optimizer).
+static MomentsAt moments_of(const GPT2Gpu *model) {
+    return (MomentsAt){model->m,   model->v,        model->m_q,
+                       model->v_q, model->m_absmax, model->v_absmax};
+}
+
+// The fused update of the tensors of two tables, with fp32 and 8-bit
+// moments, those moments at `at`.
 static void adamw_fused_tables(GPT2Gpu *model, const AdamWTensors *fp32, const AdamWTensors *q8,
-                               const AdamWConfig *cfg) {
+                               MomentsAt at, const AdamWConfig *cfg) {
     const GpuContext *ctx = model->ctx;
     // ANCHOR: adamw_fused_call
     // Chapter 14's --no-master-weights: no fp32 copy (master NULL), and the
     // weights stochastically rounded into bf16 (stochastic_round.cuh).
     const int stochastic = !model->plan.master_weights;
-    adamw_fused_v2(ctx, fp32, model->params, model->master, model->grads, model->m, model->v,
+    adamw_fused_v2(ctx, fp32, model->params, model->master, model->grads, at.m, at.v,
                    model->adamw_step, cfg, stochastic);
     // ANCHOR_END: adamw_fused_call
     // ANCHOR: adamw8bit_call
     // Chapter 10: the tensors whose moments are 8-bit, in a launch of their own.
-    adamw8bit_fused_v2(ctx, q8, model->params, model->master, model->grads, model->m_q,
-                       model->v_q, model->m_absmax, model->v_absmax, model->adamw_step, cfg,
-                       stochastic);
+    adamw8bit_fused_v2(ctx, q8, model->params, model->master, model->grads, at.m_q, at.v_q,
+                       at.m_absmax, at.v_absmax, model->adamw_step, cfg, stochastic);
     // ANCHOR_END: adamw8bit_call
 }
 
@@ -108,7 +115,18 @@ static void adamw_fused_tables(GPT2Gpu *model, const AdamWTensors *fp32, const A
 static void adamw_fused_step(GPT2Gpu *model, const HostStep *host, const AdamWConfig *cfg,
                              float max_norm, float *norm) {
     begin_step(model, host, cfg, max_norm, norm);
-    adamw_fused_tables(model, &model->adamw_tensors, &model->adamw8_tensors, cfg);
+    if (!model->plan.offload_optimizer) {
+        adamw_fused_tables(model, &model->adamw_tensors, &model->adamw8_tensors,
+                           moments_of(model), cfg);
+        return;
+    }
+    // Chapter 14's --offload-optimizer: a layer at a time, as its moments
+    // come, from the last, then the tensors outside the layers (l = L).
+    const int L = model->config.num_layers;
+    model->adamw_cfg = *cfg;
+    gpt2_gpu_layer_updates_begin(model);
+    for (int l = L - 1; l >= 0; l--) gpt2_gpu_update_layer(model, l);
+    gpt2_gpu_update_layer(model, L);
 }
 
 // ---- chapter 14: the update in the backward pass ---------------------------------
@@ -131,22 +149,41 @@ void gpt2_gpu_update_begin_scheduled(GPT2Gpu *model, const AdamWConfig *cfg, flo
     begin_in_backward(model, NULL, cfg, norm);
 }
 
+void gpt2_gpu_layer_updates_begin(GPT2Gpu *model) {
+    if (model->plan.offload_optimizer) optimizer_offload_begin(&model->offload, model->ctx);
+}
+
+// Group l's moments: where --offload-optimizer has brought them, or the
+// model's.
+static MomentsAt acquire_moments(GPT2Gpu *model, int l) {
+    if (model->plan.offload_optimizer)
+        return optimizer_offload_acquire(&model->offload, model->ctx, l);
+    return moments_of(model);
+}
+
 // ANCHOR: update_layer
 void gpt2_gpu_update_layer(GPT2Gpu *model, int l) {
     const GpuContext *ctx = model->ctx;
     const LayerGrads *g = &model->layer_grads;
     const AdamWTensors *tables = &model->layer_tables[2 * l];
+    const int L = model->config.num_layers, in_backward = model->plan.update_in_backward;
     floatX *layer = model->grads + g->layer_offset;  // the one layer's gradients
-    nvtxRangePushA("update (in the backward pass)");
-    // Layer l's share of the norm, before its gradients go. The first
-    // layer's stay in the buffer, and are counted with the rest's at the end.
-    const int L = model->config.num_layers;
-    if (l > 0 && l < L)
+    nvtxRangePushA("update (a layer)");
+    // --update-in-backward: layer l's share of the norm, before its
+    // gradients go. The first layer's stay in the buffer, and are counted
+    // with the rest's at the end.
+    if (in_backward && l > 0 && l < L)
         grad_norm_v1(ctx, model->norm_parts + l, model->scratch, layer, g->layer_values);
-    if (l == L) grad_norm_v1(ctx, model->norm_parts, model->scratch, model->grads, g->values);
-    adamw_fused_tables(model, &tables[0], &tables[1], &model->adamw_cfg);
+    if (in_backward && l == L)
+        grad_norm_v1(ctx, model->norm_parts, model->scratch, model->grads, g->values);
+    adamw_fused_tables(model, &tables[0], &tables[1], acquire_moments(model, l),
+                       &model->adamw_cfg);
+    if (model->plan.offload_optimizer) {
+        optimizer_offload_release(&model->offload, ctx, l);
+        if (l == L) optimizer_offload_end(&model->offload, ctx);
+    }
     // The layer below adds its gradients into the buffer: from zero.
-    if (l > 0 && l < L)
+    if (in_backward && l > 0 && l < L)
         gpu_zero(ctx, layer, g->layer_values * sizeof(floatX), "memset (a layer's gradients)");
     nvtxRangePop();
 }

@@ -66,8 +66,12 @@ MemoryPlan memory_plan(const GPT2Config *cfg, int B, int T, const RunPlan *run) 
     p.params = n * sizeof(floatX);
     // Chapter 14's --update-in-backward keeps one layer's gradients at a time.
     p.grads = (run->update_in_backward ? layer_grads_for(cfg).values : n) * sizeof(floatX);
-    p.adam_fp32 = 2 * l.fp32_values * sizeof(float);
-    p.adam_8bit = 2 * (l.q8_values + l.q8_blocks * sizeof(float));
+    if (run->offload_optimizer) {  // chapter 14: two layers' and the rest's on the GPU
+        p.adam_offload = optimizer_offload_device_bytes(cfg, &l);
+    } else {
+        p.adam_fp32 = 2 * l.fp32_values * sizeof(float);
+        p.adam_8bit = 2 * (l.q8_values + l.q8_blocks * sizeof(float));
+    }
 #ifdef PRECISION_BF16
     p.master = run->master_weights ? n * sizeof(float) : 0;  // 0: --no-master-weights
 #endif
@@ -77,7 +81,8 @@ MemoryPlan memory_plan(const GPT2Config *cfg, int B, int T, const RunPlan *run) 
     p.scalars = 3 * sizeof(float) + sizeof(AdamWStep);
     if (run->update_in_backward) p.scalars += (size_t)cfg->num_layers * sizeof(float);
     p.fp8 = run->fp8 ? fp8_layers_bytes(cfg, B, T, run->recompute) : 0;
-    p.model = p.params + p.grads + p.adam_fp32 + p.adam_8bit + p.master + p.activations +
+    p.model = p.params + p.grads + p.adam_fp32 + p.adam_8bit + p.adam_offload + p.master +
+              p.activations +
               p.scratch + p.batch + p.scalars + p.fp8;
     p.gemm = gemm_bytes(cfg, run);
     p.workers = run->workers ? 2 * device_batch_bytes(B, T) : 0;
@@ -93,7 +98,7 @@ MemoryPlan memory_plan(const GPT2Config *cfg, int B, int T, const RunPlan *run) 
 int memory_plan_request(const GPT2Config *cfg, const RunRequest *r, MemoryPlan *out, char *err) {
     RunPlan run;
     if (run_plan_build(&run, &r->switches, cfg->padded_vocab_size, r->grad_accum, r->recompute,
-                       !r->no_master_weights, r->update_in_backward, err))
+                       !r->no_master_weights, r->update_in_backward, r->offload_optimizer, err))
         return -1;
     *out = memory_plan(cfg, r->B, r->T, &run);
     return 0;
@@ -146,6 +151,7 @@ static const PlanRow PLAN_ROWS[] = {
     {"gradients", "gradients (" PRECISION_NAME ")", PART(grads)},
     {"optimizer state", "AdamW m and v (fp32)", PART(adam_fp32)},
     {"optimizer state", "AdamW m and v (8-bit)", PART(adam_8bit)},
+    {"optimizer state", "AdamW m, v: 2 layers' + rest", PART(adam_offload)},
     {"optimizer state", "master weights (fp32)", PART(master)},
     {"activations", NULL, PART(activations)},
     {"FP8 operands", "FP8 operands and scales", PART(fp8)},
@@ -217,4 +223,10 @@ void memory_plan_print(FILE *out, const GPT2Config *cfg, int B, int T, const Run
     fprintf(out, "memory: %-37s", "total");
     print_mib(out, p.total);
     if (budget) print_budget(out, budget, p.total);
+    // Chapter 14's --offload-optimizer: what the host holds instead (pinned).
+    if (run->offload_optimizer) {
+        const AdamLayout l = adam_layout_for(cfg, run->moments_8bit);
+        fprintf(out, "memory: %-37s", "host (pinned): the layers' moments");
+        print_mib(out, optimizer_offload_host_bytes(cfg, &l));
+    }
 }

@@ -40,6 +40,8 @@ typedef struct {
     size_t params, grads;   // num_params floatX each
     size_t adam_fp32;       // AdamW's fp32 m and v
     size_t adam_8bit;       // chapter 10: the 8-bit m and v and their scales
+    size_t adam_offload;    // chapter 14's --offload-optimizer instead of the two above: two
+                            // layers' moments in transit and the rest's (optimizer_offload.h)
     size_t master;          // the fp32 master weights: the bf16 build
     size_t activations;     // activations.h's table for (B, T)
     size_t scratch;         // the kernels' one scratch buffer

@@ -78,12 +78,23 @@ int run_plan_check_update_in_backward(const Optimizations *o, int update_in_back
     return 0;
 }
 
+// Chapter 14's --offload-optimizer: the fused update's tables, one a layer,
+// each launched as the layer's moments arrive.
+static int check_offload(const Optimizations *o, int offload, char *err) {
+    if (offload && !o->fused_optimizer)
+        return fail(err, "--offload-optimizer needs --fused-optimizer (chapter 09): it updates "
+                         "each layer with the fused kernels' tables, one a layer");
+    return 0;
+}
+
 int run_plan_build(RunPlan *plan, const Optimizations *o, int Vp, int micro_batches,
-                   Recompute recompute, int master_weights, int update_in_backward, char *err) {
+                   Recompute recompute, int master_weights, int update_in_backward, int offload,
+                   char *err) {
     memset(plan, 0, sizeof *plan);
     if (check_step(o, micro_batches, err) || check_fp8(o, err) ||
         run_plan_check_master_weights(o, master_weights, err) ||
-        check_update_in_backward(o, update_in_backward, micro_batches, err))
+        check_update_in_backward(o, update_in_backward, micro_batches, err) ||
+        check_offload(o, offload, err))
         return -1;
     plan->ops = gpu_ops_select(o, &plan->launch);
     // The model's buffers: chapter 04's fused classifier keeps no
@@ -106,6 +117,7 @@ int run_plan_build(RunPlan *plan, const Optimizations *o, int Vp, int micro_batc
     plan->moments_8bit = o->adamw_8bit;
     plan->master_weights = master_weights;
     plan->update_in_backward = update_in_backward;
+    plan->offload_optimizer = offload;
     // The step.
     plan->async = o->sync_avoidance;
     plan->workers = o->data_workers;
@@ -122,7 +134,7 @@ int run_plan_build(RunPlan *plan, const Optimizations *o, int Vp, int micro_batc
 RunPlan run_plan_for_model(const Optimizations *o, int Vp) {
     RunPlan plan;
     char err[ERR_LEN];
-    if (run_plan_build(&plan, o, Vp, 1, RECOMPUTE_NONE, 1, 0, err))
+    if (run_plan_build(&plan, o, Vp, 1, RECOMPUTE_NONE, 1, 0, 0, err))
         die("run_plan_for_model: %s", err);
     return plan;
 }

@@ -41,6 +41,8 @@ typedef struct {
                            // (14: the update then rounds stochastically into the weights)
     int update_in_backward;// 14: each layer updated as soon as the backward pass completes its
                            // gradients, which keep one layer's buffer (layer_tables.h)
+    int offload_optimizer; // 14: the layers' moments on the host, streamed in and out for
+                           // each layer's update (optimizer_offload.h)
     // The step (train_gpu.c).
     int async;             // 03: the host never waits inside a step; numbers are read late
     int workers;           // 08: batches from worker threads, copied on a stream of their own
@@ -57,14 +59,16 @@ typedef struct {
 // backward passes per update, the activations recomputed at `recompute`'s
 // level, fp32 master weights unless master_weights is 0
 // (--no-master-weights), and the update made in the backward pass when
-// update_in_backward is 1 (--update-in-backward), on one GPU. Returns 0, or
-// -1 when the switches ask for a step the chapters before cannot give (CUDA
-// graphs or micro-batches without sync avoidance or the fused update; no
-// master weights without the fused update or in the fp32 build; the update
-// in the backward pass without the fused update, or with micro-batches),
-// err naming the flags.
+// update_in_backward is 1 (--update-in-backward), the moments on the host
+// when offload is 1 (--offload-optimizer), on one GPU. Returns 0, or -1 when
+// the switches ask for a step the chapters before cannot give (CUDA graphs
+// or micro-batches without sync avoidance or the fused update; no master
+// weights without the fused update or in the fp32 build; the update in the
+// backward pass without the fused update, or with micro-batches; the
+// moments on the host without the fused update), err naming the flags.
 int run_plan_build(RunPlan *plan, const Optimizations *o, int Vp, int micro_batches,
-                   Recompute recompute, int master_weights, int update_in_backward, char *err);
+                   Recompute recompute, int master_weights, int update_in_backward, int offload,
+                   char *err);
 
 // run_plan_build's check of --update-in-backward, with the run's gradient
 // clipping (--grad-clip, 0: off), which the plan does not hold: the update in

@@ -65,6 +65,7 @@ typedef struct {
     Recompute recompute;     // --recompute (chapter 14)
     int no_master_weights;   // --no-master-weights (chapter 14): 0 keeps the fp32 copy
     int update_in_backward;  // --update-in-backward (chapter 14): 0 keeps every gradient
+    int offload_optimizer;   // --offload-optimizer (chapter 14): 0 keeps the moments on the GPU
 } RunRequest;
 
 // The bytes of the plan of run r into *bytes, 0; or -1 when its switches and

@@ -51,6 +51,9 @@ int cpu_trainer_init(CpuTrainer *tr, const TrainOptions *opt, char *err) {
     if (opt->update_in_backward)
         return fail(err, "--update-in-backward: the GPU trainer's (chapter 14); the CPU "
                          "reference updates after its backward pass");
+    if (opt->offload_optimizer)
+        return fail(err, "--offload-optimizer: the GPU trainer's (chapter 14); the CPU "
+                         "reference's moments are in host memory already");
     tr->opt = *opt;
     rng_seed(&tr->sampler, opt->seed ^ 0x5A5A5A5Aull);
     if (open_data(opt, &tr->train, &tr->val, &tr->has_val, err)) return -1;

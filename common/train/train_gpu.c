@@ -108,7 +108,8 @@ static int check_memory(const TrainOptions *opt, const Optimizations *o, const G
     CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total));
     *budget = memory_budget(free_bytes, opt->memory_limit_gib);
     const RunRequest asked = {*o, opt->B, opt->T, opt->grad_accum, opt->recompute,
-                              opt->no_master_weights, opt->update_in_backward};
+                              opt->no_master_weights, opt->update_in_backward,
+                              opt->offload_optimizer};
     return memory_plan_check(cfg, &asked, budget, err);
 }
 // ANCHOR_END: check_memory
@@ -163,7 +164,8 @@ int gpu_trainer_init(GpuTrainer *tr, const TrainOptions *opt, const Optimization
     float *params = NULL;
     if (initial_params(opt, optim, &cfg, &params, err) ||
         run_plan_build(&tr->plan, optim, cfg.padded_vocab_size, opt->grad_accum, opt->recompute,
-                       !opt->no_master_weights, opt->update_in_backward, err)) {
+                       !opt->no_master_weights, opt->update_in_backward,
+                       opt->offload_optimizer, err)) {
         free(params);
         dataloader_free(&tr->train);
         if (tr->has_val) dataloader_free(&tr->val);

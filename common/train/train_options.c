@@ -122,6 +122,9 @@ void train_options_usage(const char *program, const TrainOptions *d) {
         "                        pass completes them, and keep one layer's: needs\n"
         "                        --grad-clip 0 (GPU trainer, --fused-optimizer;\n"
         "                        chapter 14)\n"
+        "  --offload-optimizer   keep AdamW's moments of the layers in pinned host\n"
+        "                        memory, copied to the GPU and back for each layer's\n"
+        "                        update (GPU trainer, --fused-optimizer; chapter 14)\n"
         "  --steps N             steps in all: a resumed run continues to N (default %d)\n"
         "  --lr X                peak learning rate (default %g)\n"
         "  --warmup N            warm-up steps (default %d)\n"
@@ -264,6 +267,7 @@ static const FlagSpec FLAGS[] = {
     {"--recompute", NULL, FLAG_RECOMPUTE, FIELD(recompute), 0, 0, 0},
     {"--no-master-weights", NULL, FLAG_SWITCH, FIELD(no_master_weights), 1, 1, 0},
     {"--update-in-backward", NULL, FLAG_SWITCH, FIELD(update_in_backward), 1, 1, 0},
+    {"--offload-optimizer", NULL, FLAG_SWITCH, FIELD(offload_optimizer), 1, 1, 0},
     {"--steps", NULL, FLAG_INT, FIELD(steps), 1, MANY, GIVEN_STEPS},
     {"--lr", NULL, FLAG_FLOAT, FIELD(lr.max_lr), 0, 1e30, 0},
     {"--warmup", NULL, FLAG_INT, FIELD(lr.warmup_steps), 0, MANY, 0},

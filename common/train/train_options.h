@@ -27,6 +27,7 @@ typedef struct {
     Recompute recompute;     // activations the backward pass computes again (GPU, chapter 14)
     int no_master_weights;   // no fp32 master copy; stochastic rounding (GPU bf16, chapter 14)
     int update_in_backward;  // each layer updated in the backward pass (GPU, chapter 14)
+    int offload_optimizer;   // the layers' moments in host memory (GPU, chapter 14)
     // device memory
     double memory_limit_gib; // GPU: --memory-limit, the most the run may plan (memory_budget.h);
                              // 0: what the GPU has free

@@ -43,7 +43,8 @@ static size_t toy_bytes(const RunRequest *r) {
 // or chapter 08's (no fused optimizer: no micro-batches); B=16 plans
 // 1000 + 4000 + 16 x 500 = 13000 MiB.
 static RunRequest asked_in(int chapter) {
-    RunRequest r = {chapter_optimizations(chapter), 16, 1024, 1, RECOMPUTE_NONE, 0, 0};
+    RunRequest r = {.switches = chapter_optimizations(chapter), .B = 16, .T = 1024,
+                    .grad_accum = 1};
     r.switches.adamw_8bit = 0;
     return r;
 }

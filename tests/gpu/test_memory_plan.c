@@ -34,7 +34,8 @@ static GPT2Config gpt2_124m_padded_as(int chapter) {
 // GPT-2 124M (or a larger size: layers, heads, channels) at B=16, T=1024,
 // with the switches of `chapter`, as the trainer's command line asks for it.
 static RunRequest asked_in(int chapter) {
-    return (RunRequest){chapter_optimizations(chapter), 16, 1024, 1, RECOMPUTE_NONE, 0, 0};
+    return (RunRequest){.switches = chapter_optimizations(chapter), .B = 16, .T = 1024,
+                        .grad_accum = 1};
 }
 
 static GPT2Config gpt2_sized(int chapter, int layers, int heads, int channels) {
@@ -189,6 +190,28 @@ Test(memory_plan_host, update_in_backward_plans_one_layer_of_gradients) {
     cr_assert_eq(one.scalars - all.scalars, 48 * sizeof(float), "one norm's part a layer");
 }
 
+// Chapter 14's --offload-optimizer keeps two layers' moments on the GPU and
+// the rest's: at GPT-2 XL with 8-bit moments, 46 layers' fewer.
+Test(memory_plan_host, offload_plans_two_layers_of_moments_and_the_rest) {
+    const int ch = chapter_count() - 1;
+    const GPT2Config c = gpt2_sized(ch, 48, 25, 1600);
+    RunRequest asked = asked_in(ch);
+    asked.B = 4;
+    MemoryPlan gpu, host;
+    char err[ERR_LEN] = "";
+    cr_assert_eq(memory_plan_request(&c, &asked, &gpu, err), 0, "%s", err);
+    asked.offload_optimizer = 1;
+    cr_assert_eq(memory_plan_request(&c, &asked, &host, err), 0, "%s", err);
+    const AdamLayout l = adam_layout_for(&c, asked.switches.adamw_8bit);
+    const StateBlock layer = state_block_for(&c, &l, 0), rest = state_block_for(&c, &l, 1);
+    cr_assert_eq(host.adam_fp32 + host.adam_8bit, 0);
+    cr_assert_eq(host.adam_offload, 2 * layer.bytes + rest.bytes);
+    // The blocks round each array up to 256 bytes: within that of the whole.
+    const size_t all = gpu.adam_fp32 + gpu.adam_8bit;
+    cr_assert_leq(48 * layer.bytes + rest.bytes - all, 49 * 6 * 256);
+    cr_assert_lt(host.total, gpu.total - 45 * layer.bytes, "46 layers' moments fewer");
+}
+
 Test(memory_plan_host, gpt2_xl_at_b4_fits_16_gib_without_master_weights) {
     const int ch = chapter_count() - 1;
     const GPT2Config c = gpt2_sized(ch, 48, 25, 1600);
@@ -308,7 +331,7 @@ Test(memory_plan_host, chapter_12_plans_chapter_11s_memory) {
 static MemoryPlan plan_at(const GPT2Config *c, const Optimizations *o, Recompute r) {
     RunPlan run;
     char err[ERR_LEN];
-    cr_assert(run_plan_build(&run, o, c->padded_vocab_size, 1, r, 1, 0, err) == 0, "%s", err);
+    cr_assert(run_plan_build(&run, o, c->padded_vocab_size, 1, r, 1, 0, 0, err) == 0, "%s", err);
     return memory_plan(c, 16, 1024, &run);
 }
 
@@ -359,7 +382,7 @@ Test(memory_plan, counts_what_the_model_allocates) {
             RunPlan plan;
             char err[ERR_LEN];
             cr_assert(run_plan_build(&plan, &opt, c.padded_vocab_size, 1, (Recompute)r, 1, 0,
-                                     err) == 0,
+                                     0, err) == 0,
                       "%s", err);
             GPT2Gpu model;
             gpt2_gpu_init(&model, &gt_ctx, &c, params, 4, 32, &plan);
@@ -376,7 +399,7 @@ Test(memory_plan, counts_what_the_model_allocates) {
             RunPlan plan;
             char err[ERR_LEN];
             cr_assert(run_plan_build(&plan, &opt, c.padded_vocab_size, 1, RECOMPUTE_NONE, 0, 0,
-                                     err) == 0,
+                                     0, err) == 0,
                       "%s", err);
             GPT2Gpu model;
             gpt2_gpu_init(&model, &gt_ctx, &c, params, 4, 32, &plan);
@@ -388,20 +411,23 @@ Test(memory_plan, counts_what_the_model_allocates) {
             gpt2_gpu_free(&model);
         }
 #endif
-        // Chapter 14's --update-in-backward: one layer's gradients allocated,
-        // and the norm's parts, as planned.
-        if (opt.fused_optimizer) {
+        // Chapter 14's --update-in-backward (one layer's gradients and the
+        // norm's parts) and --offload-optimizer (two layers' moments and the
+        // rest's), alone and together, as planned.
+        for (int k = 1; k < 4 && opt.fused_optimizer; k++) {
+            const int in_backward = k & 1, offload = k >> 1;
             RunPlan plan;
             char err[ERR_LEN];
-            cr_assert(run_plan_build(&plan, &opt, c.padded_vocab_size, 1, RECOMPUTE_NONE, 1, 1,
-                                     err) == 0,
+            cr_assert(run_plan_build(&plan, &opt, c.padded_vocab_size, 1, RECOMPUTE_NONE, 1,
+                                     in_backward, offload, err) == 0,
                       "%s", err);
             GPT2Gpu model;
             gpt2_gpu_init(&model, &gt_ctx, &c, params, 4, 32, &plan);
             const MemoryPlan p = memory_plan(&c, 4, 32, &model.plan);
-            cr_assert_eq(model.device_bytes, p.model, "chapter %02d, --update-in-backward: the "
-                         "model allocated %zu bytes, the plan says %zu", ch, model.device_bytes,
-                         p.model);
+            cr_assert_eq(model.device_bytes, p.model, "chapter %02d,%s%s: the model allocated "
+                         "%zu bytes, the plan says %zu", ch,
+                         in_backward ? " --update-in-backward" : "",
+                         offload ? " --offload-optimizer" : "", model.device_bytes, p.model);
             gpt2_gpu_free(&model);
         }
     }

@@ -781,7 +781,7 @@ Test(model, gradient_accumulation_matches_one_batch) {
     RunPlan plan_two;  // two micro-batches a step: the step's values from the device
     char err[ERR_LEN];
     cr_assert(run_plan_build(&plan_two, &o, cfg.padded_vocab_size, 2, RECOMPUTE_NONE, 1, 0,
-                             err) == 0,
+                             0, err) == 0,
               "%s", err);
     gpt2_gpu_init(&two, &gt_ctx, &cfg, cpu.params, B, T, &plan_two);
     AdamWConfig adamw = adamw_default_config();

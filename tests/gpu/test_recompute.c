@@ -107,7 +107,7 @@ static void run_level(LevelRun *r, const GPT2Config *cfg, const Optimizations *o
     memset(r, 0, sizeof *r);
     RunPlan plan;
     char err[ERR_LEN];
-    cr_assert(run_plan_build(&plan, o, cfg->padded_vocab_size, 1, level, 1, 0, err) == 0, "%s",
+    cr_assert(run_plan_build(&plan, o, cfg->padded_vocab_size, 1, level, 1, 0, 0, err) == 0, "%s",
               err);
     GPT2Gpu m;
     gpt2_gpu_init(&m, &gt_ctx, cfg, init, B, T, &plan);
@@ -238,7 +238,8 @@ Test(recompute, a_second_backward_pass_gets_the_same_gradients) {
     gpt2_init_params(&cfg, init, 7);
     RunPlan plan;
     char err[ERR_LEN];
-    cr_assert(run_plan_build(&plan, &o, cfg.padded_vocab_size, 1, RECOMPUTE_BLOCK, 1, 0, err) == 0,
+    cr_assert(run_plan_build(&plan, &o, cfg.padded_vocab_size, 1, RECOMPUTE_BLOCK, 1, 0, 0,
+                             err) == 0,
               "%s", err);
     GPT2Gpu m;
     gpt2_gpu_init(&m, &gt_ctx, &cfg, init, B, T, &plan);
