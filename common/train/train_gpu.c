@@ -81,9 +81,10 @@ static int initial_params(const TrainOptions *opt, const Optimizations *o, GPT2C
 // continues bit for bit. Otherwise the model and its moments are the run,
 // and the scales only how chapter 13 cast its operands; so rather than
 // refuse, as a state of another model is refused:
-//  - a run without FP8 GEMMs (a chapter before 13, --no-fp8, a GPU without
-//    FP8 tensor cores) leaves them out: it casts nothing, and a checkpoint
-//    must resume on any GPU, as chapter 10's 8-bit moments do in chapter 09;
+//  - a run without FP8 GEMMs (a chapter before 13, --no-fp8, the fp32
+//    build, a GPU without FP8 tensor cores) leaves them out: it casts
+//    nothing, and a checkpoint must resume on any GPU, as chapter 10's 8-bit
+//    moments do in chapter 09;
 //  - a run with FP8 resuming a state without them (chapter 12's, or chapter
 //    13's of version 2 or 3) starts its scales afresh, as a new run does:
 //    its first step runs current scaling (fp8_layers.h).
@@ -101,9 +102,9 @@ static int restore_fp8_scales(GpuTrainer *tr, const Fp8State *saved, char *err) 
         return 0;
     }
     if (saved->tensors > 0)
-        printf("resume: %s holds chapter 13's FP8 scales, and this run's linear layers multiply "
-               "in bf16 (--fp8 off, or a GPU without FP8 tensor cores): they are left out\n",
-               state);
+        printf("resume: %s holds chapter 13's FP8 scales, and this run's linear layers do not "
+               "multiply in FP8 (--fp8 off, the fp32 build, or a GPU without FP8 tensor cores): "
+               "they are left out\n", state);
     else if (tr->model.fp8_on)
         printf("resume: %s holds no FP8 scales (saved without FP8 GEMMs, or before state "
                "version 4): they start afresh, the first step with current scaling\n", state);

@@ -158,8 +158,9 @@ bf16_chapter_13_resumes_across_the_fp8_switch_saying_so() {
   expect_status 0 build/train_gpt2_bf16 "${fp8_small[@]}" --no-fp8 --steps 4 \
     --checkpoint-every 2 --resume "$work/fp8/model_000002.bin" --checkpoint-dir "$work/bf16" ||
     return 1
-  says "$work/out" "holds chapter 13's FP8 scales, and this run's linear layers multiply in bf16" ||
+  says "$work/out" "holds chapter 13's FP8 scales, and this run's linear layers do not" ||
     return 1
+  says "$work/out" "multiply in FP8 (--fp8 off" || return 1
   says "$work/out" "step     4/4" || return 1
   [ "$(state_version "$work/bf16/state_000004.bin")" = 3 ] ||
     fail "without FP8: a state of version $(state_version "$work/bf16/state_000004.bin")" ||
