@@ -58,12 +58,12 @@
 // model runs FP8 GEMMs (8-bit moments or not), and checks that H is its
 // build's FP8_HISTORY (refusing the state if not: the histories would not
 // mean the same steps). Which runs take the FP8 state, and why the others
-// leave it: gpt2_gpu.h's gpt2_gpu_set_fp8_state and train_gpu.c's
-// restore_fp8_scales. In short: a run with FP8 GEMMs restores it; one
-// without (chapters before 13, --no-fp8, a GPU without FP8 tensor cores,
-// the CPU trainer) leaves it out, saying so, since it casts nothing; and a
-// run with FP8 resuming a version 2 or 3 state starts its scales afresh, as
-// a new run does (its first step current scaling), saying so too.
+// leave it, is train_gpu.c's restore_fp8_scales: a run with FP8 GEMMs
+// restores it; one without (chapters before 13, --no-fp8, the fp32 build, a
+// GPU without FP8 tensor cores, the CPU trainer) leaves it out, saying so,
+// since it casts nothing; and a run with FP8 resuming a version 2 or 3
+// state starts its scales afresh, as a new run does (its first step with
+// current scaling), saying so too.
 //
 // Version 1 (before the checksum) is refused with a message that says so: it
 // cannot tell whose moments it holds, and resuming with another model's
