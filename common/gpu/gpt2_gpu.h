@@ -49,6 +49,7 @@
 #include <stdio.h>
 
 #include "gpu/activations.h"
+#include "files/train_state.h"
 #include "gpu/fp8_layers.h"
 #include "optim/adam_state.h"
 #include "optim/layer_tables.h"
@@ -236,6 +237,20 @@ void gpt2_gpu_set_schedule(GPT2Gpu *model, const LrSchedule *lr, const AdamWConf
 // be model->adam: adam_state_alloc(s, &model->adam)).
 void gpt2_gpu_get_state(const GPT2Gpu *model, AdamState *s);
 void gpt2_gpu_set_state(GPT2Gpu *model, const AdamState *s);
+
+// Chapter 13: the FP8 layers' scaling state (fp8_layers.h: every FP8
+// tensor's scale, amax and amax history, and whether a step has ended),
+// to and from the host in the training state's layout (train_state.h's
+// Fp8State, version 4). A delayed scale is the largest amax of the last
+// FP8_HISTORY steps: a resumed run casts with the scales of the run that
+// never stopped only if it has that run's histories.
+// get: *s allocated here (fp8_state_free it); empty where FP8 GEMMs do not
+// run (model->fp8_on 0). Waits for the device.
+void gpt2_gpu_get_fp8_state(const GPT2Gpu *model, Fp8State *s);
+// set: fails (-1, a reason in err) where FP8 GEMMs do not run, and for a
+// state of another count of tensors (another model) or of histories of
+// another length than this build's FP8_HISTORY.
+int gpt2_gpu_set_fp8_state(GPT2Gpu *model, const Fp8State *s, char *err);
 
 // Every moment as fp32 at its parameter's offset (num_params floats each),
 // the 8-bit ones dequantized: for tests and reports.

@@ -70,6 +70,59 @@ void gpt2_gpu_set_state(GPT2Gpu *model, const AdamState *s) {
 }
 // ANCHOR_END: adam_state_transfer
 
+// ANCHOR: fp8_state_transfer
+// The file keeps, per FP8 tensor, the floats of its Fp8Meta (fp8.h) that
+// the casts read and write (scale, amax, history), in the same order;
+// the padding that aligns the device's array is not kept.
+_Static_assert(LINEARS * FP8_ROLES == TRAIN_STATE_FP8_PER_LAYER,
+               "train_state.h's FP8 tensors a layer are fp8_layers.h's");
+
+static int fp8_tensors_of(const GPT2Gpu *model) { return model->fp8.L * LINEARS * FP8_ROLES; }
+
+void gpt2_gpu_get_fp8_state(const GPT2Gpu *model, Fp8State *s) {
+    *s = (Fp8State){0};
+    if (!model->fp8_on) return;
+    const int n = fp8_tensors_of(model);
+    Fp8Meta *metas = xmalloc((size_t)n * sizeof *metas);
+    gpu_memcpy_sync(model->ctx, metas, model->fp8.metas, (size_t)n * sizeof *metas,
+                    cudaMemcpyDeviceToHost);
+    fp8_state_alloc(s, n, FP8_HISTORY);
+    s->history_ready = model->fp8.history_ready;
+    for (int i = 0; i < n; i++) {
+        float *t = fp8_state_tensor(s, i);
+        t[0] = metas[i].scale;
+        t[1] = metas[i].amax;
+        memcpy(t + 2, metas[i].history, sizeof metas[i].history);
+    }
+    free(metas);
+}
+
+int gpt2_gpu_set_fp8_state(GPT2Gpu *model, const Fp8State *s, char *err) {
+    if (!model->fp8_on) return fail(err, "FP8 scales, for a model that runs no FP8 GEMMs");
+    const int n = fp8_tensors_of(model);
+    if (s->tensors != n)
+        return fail(err, "FP8 scales of %d tensors, but the model has %d (%d layers of %d)",
+                    s->tensors, n, model->fp8.L, LINEARS * FP8_ROLES);
+    if (s->history != FP8_HISTORY)
+        return fail(err, "amax histories of %d steps, but this build keeps %d (fp8.h's "
+                         "FP8_HISTORY): its delayed scales would look back over other steps",
+                    s->history, FP8_HISTORY);
+    Fp8Meta *metas = xcalloc((size_t)n, sizeof *metas);
+    for (int i = 0; i < n; i++) {
+        const float *t = fp8_state_tensor(s, i);
+        metas[i].scale = t[0];
+        metas[i].amax = t[1];
+        memcpy(metas[i].history, t + 2, sizeof metas[i].history);
+    }
+    gpu_memcpy_sync(model->ctx, model->fp8.metas, metas, (size_t)n * sizeof *metas,
+                    cudaMemcpyHostToDevice);
+    // 1 after any step that ended: the next step casts with delayed scales.
+    model->fp8.history_ready = s->history_ready;
+    free(metas);
+    return 0;
+}
+// ANCHOR_END: fp8_state_transfer
+
 void gpt2_gpu_get_moments(const GPT2Gpu *model, float *m, float *v) {
     AdamState s;
     adam_state_alloc(&s, &model->adam);

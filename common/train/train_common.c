@@ -334,13 +334,14 @@ static int check_state_pair(const char *model_path, const char *state_path,
 }
 
 int load_state_for_run(const char *model_path, const TrainOptions *opt, const GPT2Config *cfg,
-                       TrainProgress *p, AdamState *s, char *err) {
+                       TrainProgress *p, AdamState *s, Fp8State *fp8, char *err) {
     char state_path[1024];
     if (state_path_for_model(model_path, state_path, sizeof state_path, err)) return -1;
     if (access(state_path, F_OK) != 0) return missing_state(model_path, state_path, err);
-    if (train_state_read_adam(state_path, cfg, p, s, err)) return -1;
+    if (train_state_read_run(state_path, cfg, p, s, fp8, err)) return -1;
     if (check_state_pair(model_path, state_path, opt, p, err)) {
         adam_state_free(s);
+        if (fp8) fp8_state_free(fp8);
         return -1;
     }
     return 0;
@@ -366,7 +367,8 @@ static int publish_pair(const char *dir, AtomicFile *state, AtomicFile *model, c
 }
 
 int save_run(const char *dir, const GPT2Config *cfg, const float *params, const AdamState *s,
-             const TrainProgress *p, char *model_path, size_t cap, char *err) {
+             const Fp8State *fp8, const TrainProgress *p, char *model_path, size_t cap,
+             char *err) {
     const size_t num_params = s->layout.num_params;
     if (make_dirs(dir, err)) return -1;
     char mpath[1024], spath[1024];
@@ -375,7 +377,7 @@ int save_run(const char *dir, const GPT2Config *cfg, const float *params, const 
     named.model_checksum = checkpoint_params_checksum(params, num_params);
     AtomicFile model, state;
     if (checkpoint_write_unrenamed(&model, mpath, cfg, params, err)) return -1;
-    if (train_state_write_adam_unrenamed(&state, spath, &named, s, err)) {
+    if (train_state_write_run_unrenamed(&state, spath, &named, s, fp8, err)) {
         atomic_abort(&model);
         return -1;
     }

@@ -77,12 +77,14 @@ int load_model_for_run(const char *path, int T, GPT2Config *cfg, float **params,
 
 // Reads the training state beside a model file (state_NNNNNN.bin beside
 // model_NNNNNN.bin) of shape cfg into s (allocated here, in the file's
-// layout: adam_state_free it) and *p, and checks that it is
-// that model's pair (its step and the checksum of the model file's
-// parameters, train_state.h) and that it was saved with this run's B and T.
-// A missing state is reported with the latest complete checkpoint beside it.
+// layout: adam_state_free it), *p, and chapter 13's FP8 state into *fp8
+// (fp8_state_free it; empty when the file has none; fp8 NULL: left out),
+// and checks that it is that model's pair (its step and the checksum of the
+// model file's parameters, train_state.h) and that it was saved with this
+// run's B and T. A missing state is reported with the latest complete
+// checkpoint beside it.
 int load_state_for_run(const char *model_path, const TrainOptions *opt, const GPT2Config *cfg,
-                       TrainProgress *p, AdamState *s, char *err);
+                       TrainProgress *p, AdamState *s, Fp8State *fp8, char *err);
 
 // Writes model_NNNNNN.bin and state_NNNNNN.bin (NNNNNN = p->step) into dir,
 // creating it if needed, as a pair: both are written whole under temporary
@@ -94,10 +96,12 @@ int load_state_for_run(const char *model_path, const TrainOptions *opt, const GP
 // and prepare_checkpoint_dir removes; a power cut loses no rename that save_run
 // returned from. The state records the model's checksum. Non-finite parameters or moments are
 // refused and nothing is written. The model path goes to model_path (cap
-// bytes) if not NULL. The state is s's (train_state.h: version 2, or 3 with
-// 8-bit moments); its parameters are s->layout.num_params.
+// bytes) if not NULL. The state is s's and fp8's (train_state.h: version 2,
+// or 3 with 8-bit moments, or 4 with chapter 13's FP8 state; fp8 NULL or
+// empty: none); its parameters are s->layout.num_params.
 int save_run(const char *dir, const GPT2Config *cfg, const float *params, const AdamState *s,
-             const TrainProgress *p, char *model_path, size_t cap, char *err);
+             const Fp8State *fp8, const TrainProgress *p, char *model_path, size_t cap,
+             char *err);
 
 // ---- as the run goes -------------------------------------------------------------
 

@@ -2,6 +2,7 @@
 #include "train/train_cpu.h"
 
 #include <omp.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -67,12 +68,19 @@ int cpu_trainer_init(CpuTrainer *tr, const TrainOptions *opt, char *err) {
     if (opt->resume_from[0]) {
         TrainProgress p;
         AdamState s;
-        if (load_state_for_run(opt->resume_from, opt, &tr->model.config, &p, &s, err)) {
+        Fp8State fp8;
+        if (load_state_for_run(opt->resume_from, opt, &tr->model.config, &p, &s, &fp8, err)) {
             cpu_trainer_free(tr);
             return -1;
         }
         adam_state_to_full(&s, tr->m, tr->v);  // 8-bit moments (chapter 10) dequantized
         adam_state_free(&s);
+        // Chapter 13's FP8 scales say how the GPU cast its operands; the
+        // reference casts nothing (train_state.h, version 4).
+        if (fp8.tensors > 0)
+            printf("resume: the FP8 scales saved with %s are left out: the CPU reference "
+                   "multiplies in fp32\n", opt->resume_from);
+        fp8_state_free(&fp8);
         if (dataloader_seek(&tr->train, p.data, err)) {
             cpu_trainer_free(tr);
             return -1;
@@ -147,7 +155,7 @@ int cpu_trainer_save(CpuTrainer *tr, char *model_path, size_t cap, char *err) {
     TrainProgress p = {.step = tr->step, .data = dataloader_position(&tr->train),
                        .sampler_rng = tr->sampler.state, .B = tr->opt.B, .T = tr->opt.T};
     AdamState s = adam_state_view_full(&tr->model.config, tr->m, tr->v);
-    return save_run(tr->opt.checkpoint_dir, &tr->model.config, tr->model.params, &s, &p,
+    return save_run(tr->opt.checkpoint_dir, &tr->model.config, tr->model.params, &s, NULL, &p,
                     model_path, cap, err);
 }
 

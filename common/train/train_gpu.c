@@ -74,15 +74,57 @@ static int initial_params(const TrainOptions *opt, const Optimizations *o, GPT2C
     return 0;
 }
 
+// ANCHOR: restore_fp8_scales
+// Chapter 13: the FP8 scales and amax histories saved with the checkpoint
+// (train_state.h, version 4). Restored where this run's GEMMs are FP8: its
+// casts then use the scales the run that never stopped would have, and it
+// continues bit for bit. Otherwise the model and its moments are the run,
+// and the scales only how chapter 13 cast its operands; so rather than
+// refuse, as a state of another model is refused:
+//  - a run without FP8 GEMMs (a chapter before 13, --no-fp8, the fp32
+//    build, a GPU without FP8 tensor cores) leaves them out: it casts
+//    nothing, and a checkpoint must resume on any GPU, as chapter 10's 8-bit
+//    moments do in chapter 09;
+//  - a run with FP8 resuming a state without them (chapter 12's, or chapter
+//    13's of version 2 or 3) starts its scales afresh, as a new run does:
+//    its first step runs current scaling (fp8_layers.h).
+// Either says so: the run is no longer the one that was saved. A state of
+// another shape, or of another FP8_HISTORY, is refused by the reader and by
+// gpt2_gpu_set_fp8_state.
+static int restore_fp8_scales(GpuTrainer *tr, const Fp8State *saved, char *err) {
+    char state[1024];
+    if (state_path_for_model(tr->opt.resume_from, state, sizeof state, err)) return -1;
+    if (saved->tensors > 0 && tr->model.fp8_on) {
+        char why[ERR_LEN];
+        if (gpt2_gpu_set_fp8_state(&tr->model, saved, why))
+            return fail(err, "%s: %s: not resumed (--no-fp8 resumes it without them)", state,
+                        why);
+        return 0;
+    }
+    if (saved->tensors > 0)
+        printf("resume: %s holds chapter 13's FP8 scales, and this run's linear layers do not "
+               "multiply in FP8 (--fp8 off, the fp32 build, or a GPU without FP8 tensor cores): "
+               "they are left out\n", state);
+    else if (tr->model.fp8_on)
+        printf("resume: %s holds no FP8 scales (saved without FP8 GEMMs, or before state "
+               "version 4): they start afresh, the first step with current scaling\n", state);
+    return 0;
+}
+// ANCHOR_END: restore_fp8_scales
+
 // The checkpoint's moments, in the model's layout: a state of another layout
 // (chapter 09's fp32 moments resumed in chapter 10, or the reverse) is
-// quantized or dequantized on the way (adam_state_convert).
+// quantized or dequantized on the way (adam_state_convert); and chapter 13's
+// FP8 scales (restore_fp8_scales).
 static int restore_state(GpuTrainer *tr, char *err) {
     TrainProgress p;
     AdamState saved, mine;
-    if (load_state_for_run(tr->opt.resume_from, &tr->opt, &tr->model.config, &p, &saved, err))
+    Fp8State scales;
+    if (load_state_for_run(tr->opt.resume_from, &tr->opt, &tr->model.config, &p, &saved, &scales,
+                           err))
         return -1;
     int rc = dataloader_seek(&tr->train, p.data, err);
+    if (rc == 0) rc = restore_fp8_scales(tr, &scales, err);
     if (rc == 0) {
         adam_state_alloc(&mine, &tr->model.adam);
         adam_state_convert(&saved, &mine);
@@ -92,6 +134,7 @@ static int restore_state(GpuTrainer *tr, char *err) {
         tr->sampler.state = p.sampler_rng;
     }
     adam_state_free(&saved);
+    fp8_state_free(&scales);
     return rc;
 }
 
@@ -500,19 +543,23 @@ int gpu_trainer_save(GpuTrainer *tr, char *model_path, size_t cap, char *err) {
     adam_state_alloc(&state, &m->adam);
     // The weights of record: the fp32 master weights in the bf16 build, so a
     // checkpoint is fp32 (version 3) whichever build wrote it; the moments as
-    // the model keeps them (8-bit ones too, from chapter 10).
+    // the model keeps them (8-bit ones too, from chapter 10); and chapter
+    // 13's FP8 scales, where FP8 GEMMs run (else none).
     gpt2_gpu_get_params(m, params);
     gpt2_gpu_get_state(m, &state);
+    Fp8State scales;
+    gpt2_gpu_get_fp8_state(m, &scales);
     // With workers the loader is ahead of the model: the position of record is
     // after the last batch the model took.
     DataPosition data = tr->workers_running ? data_workers_position(&tr->workers)
                                             : dataloader_position(&tr->train);
     TrainProgress p = {.step = tr->step, .data = data, .sampler_rng = tr->sampler.state,
                        .B = tr->opt.B, .T = tr->opt.T};
-    int rc = save_run(tr->opt.checkpoint_dir, &m->config, params, &state, &p, model_path, cap,
-                      err);
+    int rc = save_run(tr->opt.checkpoint_dir, &m->config, params, &state, &scales, &p, model_path,
+                      cap, err);
     free(params);
     adam_state_free(&state);
+    fp8_state_free(&scales);
     return rc;
 }
 

@@ -75,7 +75,7 @@ static int save_step(const TrainOptions *o, int step, char *err) {
     for (size_t i = 0; i < n; i++) params[i] = (float)step;
     AdamState s = adam_state_view_full(&o->model, m, v);
     TrainProgress p = {.step = step, .B = o->B, .T = o->T};
-    int rc = save_run(o->checkpoint_dir, &o->model, params, &s, &p, NULL, 0, err);
+    int rc = save_run(o->checkpoint_dir, &o->model, params, &s, NULL, &p, NULL, 0, err);
     free(params), free(m), free(v);
     return rc;
 }

@@ -1,7 +1,8 @@
 // test_fuzz_seeds.c: the fuzzers' seeds (tests/fuzz/fuzz_seeds.h) still
 // reach what they are there for, read as their harnesses read them, with
 // the real readers: the train_state harness's version 3 payload, of chapter
-// 10's layout and of a one-tensor mask; the debug_state harness's tied and
+// 10's layout and of a one-tensor mask, and version 4's FP8 state, with
+// both kinds of moments; the debug_state harness's tied and
 // untied shapes and its "bad model config". A fuzzer whose seeds stop short
 // of a path finds nothing there and says nothing (issue 22: 1.1M inputs
 // without one version 3 payload); this test says so.
@@ -27,9 +28,10 @@ static uint8_t *seed_bytes(const char *harness, const char *name, size_t *len) {
 // ---- train_state ------------------------------------------------------------------
 
 // Reads the seed as fuzz_train_state.c does: for the shape its header's count
-// picks, with train_state_read_adam. Returns that shape; *version is the
-// header's.
-static GPT2Config read_state_seed(const char *name, AdamState *s, int *version) {
+// picks, with train_state_read_run (its FP8 state into *fp8, or left out with
+// fp8 NULL). Returns that shape; *version is the header's.
+static GPT2Config read_state_seed(const char *name, AdamState *s, Fp8State *fp8,
+                                  int *version) {
     size_t len;
     uint8_t *data = seed_bytes("train_state", name, &len);
     GPT2Config cfg = fuzz_train_state_config(data, len);
@@ -39,7 +41,8 @@ static GPT2Config read_state_seed(const char *name, AdamState *s, int *version) 
     free(data);
     TrainProgress p;
     char err[ERR_LEN];
-    cr_assert_eq(train_state_read_adam(tmp_path(name), &cfg, &p, s, err), 0, "%s: %s", name, err);
+    cr_assert_eq(train_state_read_run(tmp_path(name), &cfg, &p, s, fp8, err), 0, "%s: %s", name,
+                 err);
     cr_assert_eq(p.step, 3);
     return cfg;
 }
@@ -47,7 +50,7 @@ static GPT2Config read_state_seed(const char *name, AdamState *s, int *version) 
 Test(fuzz_seeds, the_8bit_state_is_chapter_10_s_version_3) {
     AdamState s;
     int version;
-    GPT2Config cfg = read_state_seed("8bit", &s, &version);
+    GPT2Config cfg = read_state_seed("8bit", &s, NULL, &version);
     cr_assert_eq(version, TRAIN_STATE_VERSION_8BIT);
     GPT2Config q8 = fuzz_8bit_config();
     cr_assert(memcmp(&cfg, &q8, sizeof cfg) == 0, "read for fuzz_8bit_config's shape");
@@ -65,7 +68,7 @@ Test(fuzz_seeds, the_8bit_state_is_chapter_10_s_version_3) {
 Test(fuzz_seeds, the_tiny_8bit_state_is_version_3_with_one_tensor) {
     AdamState s;
     int version;
-    GPT2Config cfg = read_state_seed("8bit_tiny", &s, &version);
+    GPT2Config cfg = read_state_seed("8bit_tiny", &s, NULL, &version);
     cr_assert_eq(version, TRAIN_STATE_VERSION_8BIT);
     cr_assert_eq(cfg.channels, fuzz_tiny_config().channels, "read for the tiny shape");
     cr_assert_eq(adam_layout_mask(&s.layout), 1u << PARAM_QKVW, "mask 0x%x, expected qkvw's",
@@ -77,10 +80,32 @@ Test(fuzz_seeds, the_tiny_8bit_state_is_version_3_with_one_tensor) {
 Test(fuzz_seeds, the_fp32_state_is_version_2) {
     AdamState s;
     int version;
-    read_state_seed("fp32", &s, &version);
+    read_state_seed("fp32", &s, NULL, &version);
     cr_assert_eq(version, TRAIN_STATE_VERSION);
     cr_assert_eq(s.layout.q8_values, 0);
     adam_state_free(&s);
+}
+
+// Chapter 13's version 4, with fp32 moments and with 8-bit ones: both reach
+// the FP8 state's payload, one layer's 12 tensors of 16 amaxes.
+Test(fuzz_seeds, the_fp8_states_are_chapter_13_s_version_4) {
+    const char *names[] = {"fp8", "fp8_8bit_tiny"};
+    const unsigned masks[] = {0, 1u << PARAM_QKVW};
+    for (int i = 0; i < 2; i++) {
+        AdamState s;
+        Fp8State fp8;
+        int version;
+        GPT2Config cfg = read_state_seed(names[i], &s, &fp8, &version);
+        cr_assert_eq(version, TRAIN_STATE_VERSION_FP8, "%s", names[i]);
+        cr_assert_eq(cfg.channels, fuzz_tiny_config().channels, "read for the tiny shape");
+        cr_assert_eq(adam_layout_mask(&s.layout), masks[i], "%s: mask 0x%x", names[i],
+                     adam_layout_mask(&s.layout));
+        cr_assert(fp8.tensors == TRAIN_STATE_FP8_PER_LAYER && fp8.history == 16 &&
+                      fp8.history_ready == 1,
+                  "%s: %d FP8 tensors of %d, ready %d", names[i], fp8.tensors, fp8.history,
+                  fp8.history_ready);
+        adam_state_free(&s), fp8_state_free(&fp8);
+    }
 }
 
 // ---- debug_state ------------------------------------------------------------------

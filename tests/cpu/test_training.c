@@ -1,6 +1,7 @@
 // test_training.c: the CPU training loop end to end, on synthetic shards:
 // the loss falls, runs are deterministic, and a resumed run continues
-// bit-identically.
+// bit-identically (from chapter 13's version 4 state too, its FP8 scales
+// left out).
 #define _POSIX_C_SOURCE 200809L  // for file_helpers.h
 #include <criterion/criterion.h>
 #include <dirent.h>
@@ -175,6 +176,53 @@ Test(training, resume_refuses_the_state_of_another_run) {
     cr_assert(state_path_for_model(mb, sb, sizeof sb, err) == 0);
     copy_file(sb, sa);  // same step, same shape, another run's moments
     assert_resume_fails(a, ma, "does not belong to");
+}
+
+// Resumes model_path with o's options and trains n steps, their losses into losses.
+static void resume_and_run(TrainOptions o, const char *model_path, int n, float *losses) {
+    snprintf(o.resume_from, sizeof o.resume_from, "%s", model_path);
+    CpuTrainer tr;
+    char err[ERR_LEN];
+    cr_assert(cpu_trainer_init(&tr, &o, err) == 0, "%s", err);
+    run_steps(&tr, n, losses);
+    cpu_trainer_free(&tr);
+}
+
+// A GPU run of chapter 13 saves its FP8 scales beside the moments
+// (train_state.h, version 4). The CPU trainer casts nothing: it resumes such
+// a state as it resumes the same state without them, bit for bit.
+Test(training, resume_of_a_version_4_state_leaves_the_fp8_scales_out) {
+    TrainOptions o = tiny_train_options(40);
+    char model[512], state[1024], err[ERR_LEN];
+    save_after(o, 3, model);
+    cr_assert(state_path_for_model(model, state, sizeof state, err) == 0);
+    float plain[2], with_fp8[2];
+    resume_and_run(o, model, 2, plain);
+    // The same state again, with an FP8 state: version 4.
+    GPT2Config cfg;
+    cr_assert(checkpoint_read_config(model, &cfg, err) == 0, "%s", err);
+    TrainProgress p;
+    AdamState s;
+    cr_assert(train_state_read_adam(state, &cfg, &p, &s, err) == 0, "%s", err);
+    Fp8State fp8;
+    fp8_state_alloc(&fp8, cfg.num_layers * TRAIN_STATE_FP8_PER_LAYER, 16);
+    for (int i = 0; i < fp8.tensors; i++) fp8_state_tensor(&fp8, i)[0] = 0.5f;
+    fp8.history_ready = 1;
+    AtomicFile af;
+    cr_assert(train_state_write_run_unrenamed(&af, state, &p, &s, &fp8, err) == 0, "%s", err);
+    cr_assert(atomic_commit(&af, err) == 0, "%s", err);
+    adam_state_free(&s), fp8_state_free(&fp8);
+    size_t n;
+    int32_t header[2];
+    FILE *f = fopen(state, "rb");
+    cr_assert(f && fread(header, sizeof header[0], 2, f) == 2);
+    fclose(f);
+    cr_assert_eq(header[1], TRAIN_STATE_VERSION_FP8);
+    cr_assert(train_state_read_progress(state, &p, &n, err) == 0, "%s", err);
+    resume_and_run(o, model, 2, with_fp8);
+    cr_assert(memcmp(plain, with_fp8, sizeof plain) == 0, "losses %.9g %.9g, without the FP8 "
+              "state %.9g %.9g", (double)with_fp8[0], (double)with_fp8[1], (double)plain[0],
+              (double)plain[1]);
 }
 
 Test(training, a_save_writes_the_pair_and_nothing_else) {

@@ -112,10 +112,11 @@ static int seed_debug_bad_config(const char *path, char *err) {
 // ---- training states --------------------------------------------------------------
 
 // The state of step 3 of a model of shape cfg whose moments are in layout l
-// (the 8-bit ones quantized from fp32 moments, as chapter 10 saves them):
-// written by the trainer's own writer, as version 2 or 3 by the layout.
-static int write_state_seed(const char *path, const GPT2Config *cfg, const AdamLayout *l,
-                            char *err) {
+// (the 8-bit ones quantized from fp32 moments, as chapter 10 saves them),
+// with chapter 13's FP8 state when fp8 is not NULL: written by the trainer's
+// own writer, as version 2 or 3 by the layout, or 4 with an FP8 state.
+static int write_run_seed(const char *path, const GPT2Config *cfg, const AdamLayout *l,
+                          const Fp8State *fp8, char *err) {
     size_t n = gpt2_num_params(cfg);
     float *params = fuzz_seed_ramp(n, 0.02f), *m = fuzz_seed_ramp(n, 0.001f);
     float *v = fuzz_seed_ramp(n, 0.0f);
@@ -126,13 +127,18 @@ static int write_state_seed(const char *path, const GPT2Config *cfg, const AdamL
     adam_state_alloc(&s, l);
     adam_state_from_full(&s, m, v);
     AtomicFile af;
-    int rc = train_state_write_adam_unrenamed(&af, path, &p, &s, err);
+    int rc = train_state_write_run_unrenamed(&af, path, &p, &s, fp8, err);
     if (rc == 0) rc = atomic_commit(&af, err);
     adam_state_free(&s);
     free(params);
     free(m);
     free(v);
     return rc;
+}
+
+static int write_state_seed(const char *path, const GPT2Config *cfg, const AdamLayout *l,
+                            char *err) {
+    return write_run_seed(path, cfg, l, NULL, err);
 }
 
 // fp32 moments, version 2, of the tiny shape.
@@ -160,6 +166,39 @@ static int seed_state_8bit_tiny(const char *path, char *err) {
     return write_state_seed(path, &cfg, &l, err);
 }
 
+// Version 4 as chapter 13 writes it at the tiny shape (one layer: 12 FP8
+// tensors of 16 amaxes, 864 bytes), with the moments of layout l: scales
+// that are powers of two, histories that are not all alike, history_ready 1.
+static int write_fp8_seed(const char *path, const AdamLayout *l, char *err) {
+    GPT2Config cfg = fuzz_tiny_config();
+    Fp8State fp8;
+    fp8_state_alloc(&fp8, cfg.num_layers * TRAIN_STATE_FP8_PER_LAYER, 16);
+    fp8.history_ready = 1;
+    for (int i = 0; i < fp8.tensors; i++) {
+        float *t = fp8_state_tensor(&fp8, i);
+        t[0] = (float)(1 << (i % 4)) / 8.0f;
+        for (int h = 0; h < fp8.history; h++) t[2 + h] = 0.01f * (float)(1 + (i + h) % 9);
+    }
+    int rc = write_run_seed(path, &cfg, l, &fp8, err);
+    fp8_state_free(&fp8);
+    return rc;
+}
+
+// Version 4 with fp32 moments (the header alone sets its length).
+static int seed_state_fp8(const char *path, char *err) {
+    GPT2Config cfg = fuzz_tiny_config();
+    AdamLayout l = adam_layout_for(&cfg, 0);
+    return write_fp8_seed(path, &l, err);
+}
+
+// Version 4 with qkvw's moments 8-bit, as the tiny version 3 seed: chapter
+// 13 runs chapter 10's optimizer, so its states have both.
+static int seed_state_fp8_8bit_tiny(const char *path, char *err) {
+    GPT2Config cfg = fuzz_tiny_config();
+    AdamLayout l = adam_layout_masked(&cfg, 1u << PARAM_QKVW);
+    return write_fp8_seed(path, &l, err);
+}
+
 // ---- the seeds --------------------------------------------------------------------
 typedef struct {
     const char *harness;  // tests/fuzz/fuzz_HARNESS.c
@@ -176,6 +215,8 @@ static const FuzzSeed fuzz_seeds[] = {
     {"train_state", "fp32", seed_state_fp32},
     {"train_state", "8bit", seed_state_8bit},
     {"train_state", "8bit_tiny", seed_state_8bit_tiny},
+    {"train_state", "fp8", seed_state_fp8},
+    {"train_state", "fp8_8bit_tiny", seed_state_fp8_8bit_tiny},
 };
 enum { FUZZ_NUM_SEEDS = sizeof fuzz_seeds / sizeof fuzz_seeds[0] };
 

@@ -1,7 +1,8 @@
 // fuzz_train_state.c: train_state_read_progress, train_state_read and
-// train_state_read_adam (versions 2 and 3) on any bytes, for the shape whose
-// parameter count the header names (fuzz_shapes.h: the tiny one, or the
-// smallest whose state chapter 10 writes with 8-bit moments).
+// train_state_read_run (versions 2, 3 and 4: chapter 13's FP8 state too) on
+// any bytes, for the shape whose parameter count the header names
+// (fuzz_shapes.h: the tiny one, or the smallest whose state chapter 10
+// writes with 8-bit moments).
 //
 // It stops where the reader does. A resumed run goes on to convert the
 // moments into its own layout (adam_state_convert); the harness once did
@@ -26,9 +27,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     free(m);
     free(v);
     AdamState s;
+    Fp8State fp8;
     err[0] = '\0';
-    int rc = train_state_read_adam(path, &cfg, &p, &s, err);
+    int rc = train_state_read_run(path, &cfg, &p, &s, &fp8, err);
     fuzz_check_refusal(rc, err, path);
-    if (rc == 0) adam_state_free(&s);
+    if (rc == 0) adam_state_free(&s), fp8_state_free(&fp8);
     return 0;
 }

@@ -16,6 +16,7 @@
 
 #include "profiler.h"
 #include "util/compare.h"
+#include "files/checkpoint.h"
 #include "files/shard.h"
 #include "files/train_state.h"
 #include "sync_parity.h"
@@ -467,6 +468,145 @@ Test(gpu_training_bf16, chapter_11_refuses_what_a_graph_cannot_replay) {
     cr_assert(strstr(err, "--grad-accum") && strstr(err, "--fused-optimizer"), "got: %s", err);
 }
 
+// ---- chapter 13: FP8 GEMMs, resumed ---------------------------------------------------
+
+// Chapter 13's tiny model, `steps` steps: heads of 64, as test_model_parity.c's
+// FP8 runs and the runs without master weights below.
+static TrainOptions fp8_train_options(int steps, int no_master) {
+    TrainOptions o = tiny_train_options(steps);
+    o.model.channels = 128, o.model.num_heads = 2;
+    o.no_master_weights = no_master;
+    return o;
+}
+
+// Where FP8 GEMMs do not run (a GPU before compute capability 8.9, or
+// GPT2_PORTABLE_KERNELS=1), chapter 13 is chapter 12, whose resume the tests
+// above check: these tests would prove nothing there, and skip.
+static void skip_without_fp8(void) {
+    if (gt_ctx.fp8) return;
+    remove_tmpdir();  // a skipped test never reaches the suite's .fini (file_helpers.h)
+    cr_skip_test("FP8 GEMMs need a GPU of compute capability 8.9 or later");
+}
+
+// Chapter 13 resumed: 70 steps straight against 60, a checkpoint and 10 (the
+// last 10 within the 16 steps the amax histories look back over). A delayed
+// scale is the largest amax of the last 16 steps (fp8.h); a resumed run
+// that started its histories afresh would cast its first step with current
+// scaling (through chapter 12's layernorm and a separate cast, not the
+// fused FP8 layernorm) and the next ones with scales from fewer steps: other
+// bits from step 61 on, and step 70's histories (the state file's) differ
+// whatever the losses do. With the state's version 4, the resumed trainer
+// holds the saved FP8 state as soon as it is made, and trains on bit for
+// bit: losses, weights, and step 70's model and state files byte for byte.
+Test(gpu_training_bf16, chapter_13_resumes_bit_identically_with_its_fp8_scales) {
+    skip_without_fp8();
+    TrainOptions o = fp8_train_options(70, 0);
+    Optimizations ch13 = chapter_optimizations(13);
+    // What the checks below compare is not trivial: after some steps the
+    // histories hold amaxes, and a fresh trainer's are empty.
+    GpuTrainer tr;
+    char err[ERR_LEN];
+    cr_assert(gpu_trainer_init(&tr, &o, &ch13, err) == 0, "%s", err);
+    cr_assert(tr.model.fp8_on, "chapter 13 on a GPU with FP8 runs no FP8 GEMMs");
+    Fp8State fresh, trained;
+    gpt2_gpu_get_fp8_state(&tr.model, &fresh);
+    gpu_steps(&tr, 3, NULL);
+    gpt2_gpu_get_fp8_state(&tr.model, &trained);
+    gpu_trainer_free(&tr);
+    cr_assert(fresh.tensors == 2 * TRAIN_STATE_FP8_PER_LAYER && fresh.history_ready == 0);
+    cr_assert(trained.history_ready == 1, "history_ready after 3 steps");
+    for (int i = 0; i < fresh.tensors; i++) {
+        cr_assert(fp8_state_tensor(&fresh, i)[2] == 0, "a fresh history holds an amax");
+        cr_assert(fp8_state_tensor(&trained, i)[2] > 0, "FP8 tensor %d: no amax after 3 steps",
+                  i);
+    }
+    fp8_state_free(&fresh), fp8_state_free(&trained);
+    check_resume_bit_identical_with(ch13, o);
+}
+
+// Resumes model_path with options o and switches optim into *tr.
+static void resume_into(GpuTrainer *tr, TrainOptions o, Optimizations optim,
+                        const char *model_path) {
+    char err[ERR_LEN];
+    snprintf(o.resume_from, sizeof o.resume_from, "%s", model_path);
+    cr_assert(gpu_trainer_init(tr, &o, &optim, err) == 0, "%s", err);
+}
+
+// 4 steps of options o and switches optim, saved into the directory `dir`;
+// the model's path into model_path.
+static void save_after_4(TrainOptions o, Optimizations optim, const char *dir,
+                         char *model_path) {
+    GpuTrainer tr;
+    char err[ERR_LEN];
+    snprintf(o.checkpoint_dir, sizeof o.checkpoint_dir, "%s", tmp_path(dir));
+    cr_assert(gpu_trainer_init(&tr, &o, &optim, err) == 0, "%s", err);
+    gpu_steps(&tr, 4, NULL);
+    cr_assert(gpu_trainer_save(&tr, model_path, 512, err) == 0, "%s", err);
+    gpu_trainer_free(&tr);
+}
+
+// Rewrites the state beside model_path with amax histories of `history`
+// steps (the first of each kept), as a build of another FP8_HISTORY would
+// have written it.
+static void rewrite_fp8_history(const char *model_path, int history) {
+    char state[1024], err[ERR_LEN];
+    cr_assert(state_path_for_model(model_path, state, sizeof state, err) == 0, "%s", err);
+    GPT2Config cfg;
+    cr_assert(checkpoint_read_config(model_path, &cfg, err) == 0, "%s", err);
+    TrainProgress p;
+    AdamState s;
+    Fp8State file, other;
+    cr_assert(train_state_read_run(state, &cfg, &p, &s, &file, err) == 0, "%s", err);
+    fp8_state_alloc(&other, file.tensors, history);
+    other.history_ready = file.history_ready;
+    for (int i = 0; i < file.tensors; i++)
+        memcpy(fp8_state_tensor(&other, i), fp8_state_tensor(&file, i),
+               (size_t)(2 + history) * sizeof(float));
+    AtomicFile af;
+    cr_assert(train_state_write_run_unrenamed(&af, state, &p, &s, &other, err) == 0, "%s", err);
+    cr_assert(atomic_commit(&af, err) == 0, "%s", err);
+    adam_state_free(&s), fp8_state_free(&file), fp8_state_free(&other);
+}
+
+// A checkpoint resumes across the FP8 switch, as train_gpu.c's
+// restore_fp8_scales decides: chapter 13's in chapter 12 (bf16 GEMMs) with
+// its FP8 state left out, chapter 12's in chapter 13 with the FP8 state
+// started afresh, as a new run's; each trains on. A chapter 13 state whose
+// histories are not this build's FP8_HISTORY long is refused, naming the file.
+Test(gpu_training_bf16, chapter_13_checkpoint_resumes_in_chapter_12_and_back) {
+    skip_without_fp8();
+    TrainOptions o = fp8_train_options(8, 0);
+    Optimizations ch12 = chapter_optimizations(12), ch13 = chapter_optimizations(13);
+    char path12[512], path13[512];
+    save_after_4(o, ch12, "ch12", path12);
+    save_after_4(o, ch13, "ch13", path13);
+    GpuTrainer tr;
+    resume_into(&tr, o, ch12, path13);
+    cr_assert(!tr.model.fp8_on && tr.step == 4);
+    gpu_steps(&tr, 4, NULL);
+    gpu_trainer_free(&tr);
+
+    Fp8State fresh;
+    char err[ERR_LEN] = "";
+    cr_assert(gpu_trainer_init(&tr, &o, &ch13, err) == 0, "%s", err);
+    gpt2_gpu_get_fp8_state(&tr.model, &fresh);
+    gpu_trainer_free(&tr);
+    resume_into(&tr, o, ch13, path12);
+    cr_assert(tr.step == 4);
+    assert_fp8_state_is(&tr, &fresh, "chapter 12's checkpoint resumed in chapter 13");
+    gpu_steps(&tr, 4, NULL);
+    gpu_trainer_free(&tr);
+    fp8_state_free(&fresh);
+
+    rewrite_fp8_history(path13, FP8_HISTORY / 2);
+    TrainOptions r = o;
+    snprintf(r.resume_from, sizeof r.resume_from, "%s", path13);
+    cr_assert_eq(gpu_trainer_init(&tr, &r, &ch13, err), -1, "resumed another FP8_HISTORY's state");
+    cr_assert(strstr(err, "state_000004.bin") && strstr(err, "amax histories of 8 steps") &&
+                  strstr(err, "FP8_HISTORY"),
+              "got: %s", err);
+}
+
 // ---- chapter 14: --no-master-weights -------------------------------------------------
 
 // The losses of 3 steps of chapter 13's tiny model, with or without master
@@ -506,4 +646,23 @@ Test(gpu_training_bf16, no_master_weights_is_deterministic_and_follows_the_maste
               (double)without[0]);
     gt_compare("losses without master weights", without, with, 3, TOL_NO_MASTER_LOSS_BF16);
     free(w_with), free(w_without), free(w_again);
+}
+
+// Without master weights, with chapter 13's FP8 GEMMs: the checkpoint holds
+// the bf16 weights themselves (as floats: exact), a resumed run rounds them
+// back to the same bf16, and stochastic rounding's bits come from the step
+// and the value's index, never from the run; the FP8 state resumes as in
+// chapter 13's test above. 70 steps straight against 60, a checkpoint and
+// 10: the same losses, weights, and step 70's files byte for byte.
+Test(gpu_training_bf16, no_master_weights_resumes_bit_identically_with_fp8) {
+    skip_without_fp8();
+    TrainOptions o = fp8_train_options(70, 1);
+    Optimizations ch13 = chapter_optimizations(13);
+    GpuTrainer tr;
+    char err[ERR_LEN];
+    cr_assert(gpu_trainer_init(&tr, &o, &ch13, err) == 0, "%s", err);
+    cr_assert(tr.model.master == NULL && tr.model.fp8_on, "master %p, FP8 %d",
+              (void *)tr.model.master, tr.model.fp8_on);
+    gpu_trainer_free(&tr);
+    check_resume_bit_identical_with(ch13, o);
 }
