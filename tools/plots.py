@@ -263,11 +263,12 @@ def short_title(title):
     return title
 
 
-# A chapter's name under its bar, where thirteen bars share a figure's width:
+# A chapter's name under its bar, where fifteen bars share a figure's width:
 # the chapter's title in a word or two. A chapter not listed gets its title.
 TICK_NAMES = {0: "FP32", 1: "TF32", 2: "bf16", 3: "no syncs", 4: "fusion", 5: "flash\nattention",
               6: "vocab.\npadding", 7: "tying", 8: "data\nworkers", 9: "fused\nAdamW",
-              10: "8-bit\nAdamW", 11: "last\nmile", 12: "Hopper\nattention"}
+              10: "8-bit\nAdamW", 11: "last\nmile", 12: "Hopper\nattention",
+              14: "fit\nmemory"}
 
 
 def chapter_tick(ch, title, width=9):

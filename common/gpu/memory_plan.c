@@ -134,6 +134,25 @@ int memory_plan_check(const GPT2Config *cfg, const RunRequest *asked, const Memo
     return memory_budget_refuse(asked, budget, &search, need, err);
 }
 
+// ANCHOR: memory_plan_fit
+int memory_plan_fit(const GPT2Config *cfg, RunRequest *asked, const MemoryBudget *budget,
+                    char *said, size_t cap) {
+    const MemorySearch search = memory_plan_search(cfg, budget->bytes);
+    RunRequest fitted;
+    size_t bytes, asked_bytes;
+    // No level fits (the check then refuses the run, naming what would), or
+    // the run fits at the level it asked for: nothing changes.
+    if (memory_budget_fit_recompute(asked, &search, &fitted, &bytes) != 0 ||
+        fitted.recompute == asked->recompute)
+        return 0;
+    // (A run planned at a higher level can be planned at its own.)
+    if (plan_total(asked, (void *)cfg, &asked_bytes) != 0) return 0;
+    memory_budget_describe_fit(asked, asked_bytes, &fitted, bytes, budget, said, cap);
+    *asked = fitted;
+    return 1;
+}
+// ANCHOR_END: memory_plan_fit
+
 // ---- `--memory` -----------------------------------------------------------------
 
 // One row of the table: a part of the plan, under its category's heading.

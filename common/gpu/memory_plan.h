@@ -82,6 +82,14 @@ MemorySearch memory_plan_search(const GPT2Config *cfg, size_t budget);
 int memory_plan_check(const GPT2Config *cfg, const RunRequest *asked, const MemoryBudget *budget,
                       char *err);
 
+// Chapter 14's --fit-memory, before the check: when the plan of `asked` is
+// over the budget and a higher --recompute level brings it under, asked's
+// level is raised to the cheapest such level (memory_budget_fit_recompute)
+// and `said` (cap bytes) is the line that says so; returns 1. Else 0 and
+// asked as it was: it fits, or no level fits and the check refuses it.
+int memory_plan_fit(const GPT2Config *cfg, RunRequest *asked, const MemoryBudget *budget,
+                    char *said, size_t cap);
+
 // `--memory`: the plan of a run at batches of (B, T) by category, every
 // buffer, and every activation tensor from the activations' table
 // (activations.h): the parameters, the gradients, the optimizer's state

@@ -111,6 +111,10 @@ int run_plan_build(RunPlan *plan, const Optimizations *o, int Vp, int micro_batc
     // of the forward pass keeping them for every layer, with any chapter's
     // kernels (activations.c says which, gpt2_gpu.c how).
     plan->recompute = recompute;
+    // A run over its memory budget recomputes more rather than being refused
+    // (memory_plan_fit): that level is the one number of the plan that waits
+    // for the budget.
+    plan->fit_memory = o->fit_memory;
     // The update.
     plan->host_reads_norm = !o->sync_avoidance;
     plan->fused_update = o->fused_optimizer;

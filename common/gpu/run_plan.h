@@ -33,6 +33,8 @@ typedef struct {
     int lt_gemms;          // 04: GEMMs on cuBLASLt, with its workspace (and padded copies)
     int fp8;               // 13: the linear layers' GEMMs on FP8 copies of their operands
     Recompute recompute;   // 14: --recompute: what the backward pass computes again (recompute.h)
+    int fit_memory;        // 14: over its budget, the run takes the cheapest level that fits
+                           // (train_gpu.c's check_memory then plans again at it)
     // The update (gpt2_gpu_update).
     int host_reads_norm;   // 00-02: the gradient norm read back by the host (which clips, to 08)
     int fused_update;      // 09: one AdamW launch for every tensor, the clipping folded in

@@ -27,6 +27,7 @@ static const Chapter CHAPTERS[] = {
     {11, "11_last_mile", "The last mile", "bf16"},
     {12, "12_fast_attention", "Attention at Hopper's pace", "bf16"},
     {13, "13_fp8", "FP8 GEMMs", "bf16"},
+    {14, "14_largest_model", "The largest GPT-2 a small card can train", "bf16"},
 };
 
 typedef struct {
@@ -63,6 +64,9 @@ static const SwitchRow SWITCHES[] = {
     // The linear layers' GEMMs on FP8 operands, cast from bf16 (on a GPU
     // without FP8 tensor cores it runs chapter 12's bf16 GEMMs: gpt2_gpu.c).
     {{"fp8", 13, "bf16"}, offsetof(Optimizations, fp8)},
+    // A run over its memory budget takes the cheapest --recompute level that
+    // fits, instead of being refused: any build (both recompute).
+    {{"fit-memory", 14, "any"}, offsetof(Optimizations, fit_memory)},
 };
 // ANCHOR_END: chapter_table
 #define NUM_CHAPTERS ((int)(sizeof CHAPTERS / sizeof CHAPTERS[0]))

@@ -55,6 +55,7 @@ typedef struct {
     int tuned_layernorm; // 11: the layernorm backward's column sums in 16-byte vectors
     int fast_attention;  // 12: Hopper's flash attention: TMA, warp specialization, overlap (v4)
     int fp8;             // 13: the linear layers' GEMMs on FP8 operands, with delayed scales
+    int fit_memory;      // 14: a run over its budget takes the cheapest --recompute level that fits
 } Optimizations;
 
 typedef struct {

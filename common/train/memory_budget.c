@@ -271,3 +271,24 @@ int memory_budget_refuse(const RunRequest *asked, const MemoryBudget *b, const M
     }
     return fail(err, "the run does not fit %s: %s, and %s: %s", where, need, have, advice);
 }
+
+// ---- chapter 14: --fit-memory ------------------------------------------------------
+// (The search itself, memory_budget_fit_recompute, is chapter 14's exercise:
+// solutions/14_largest_model/fit_recompute.c.)
+
+// "--memory-limit 8", or "what the GPU has free": what set the budget.
+static void budget_source(const MemoryBudget *b, char *out, size_t cap) {
+    if (memory_budget_is_limit(b)) snprintf(out, cap, "--memory-limit %g", b->limit_gib);
+    else snprintf(out, cap, "what the GPU has free");
+}
+
+void memory_budget_describe_fit(const RunRequest *asked, size_t asked_bytes,
+                                const RunRequest *fitted, size_t bytes, const MemoryBudget *b,
+                                char *out, size_t cap) {
+    char source[64];
+    budget_source(b, source, sizeof source);
+    snprintf(out, cap, "--fit-memory: --recompute %s, the cheapest level that fits: %.2f GiB "
+                       "planned (%.2f GiB with --recompute %s), within the budget of %.2f GiB (%s)",
+             recompute_name(fitted->recompute), gib(bytes), gib(asked_bytes),
+             recompute_name(asked->recompute), gib(b->bytes), source);
+}

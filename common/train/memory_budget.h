@@ -22,6 +22,14 @@
 //   3. a switch with a smaller -b, where the switch lets a larger batch fit
 //      than the batch change alone.
 //
+// From chapter 14 on (--fit-memory) one of those changes is made rather
+// than suggested: a higher --recompute level, the cheapest that fits. It
+// trains the same bits (recompute.h), so it spends time, never a value; a
+// change that alters what the run computes (--adamw-8bit, the stochastic
+// rounding of --no-master-weights, fewer sequences or micro-batches) is
+// the reader's to choose, and is still only named, by the refusal of a run
+// that no level fits.
+//
 // The plan is passed in as a function (MemoryPlanner): memory_plan.c's needs
 // the kernels' buffer sizes and so CUDA, while this file is plain host code,
 // tested on any machine with a plan of the test's own
@@ -104,6 +112,22 @@ int memory_budget_fixes(const RunRequest *asked, const MemorySearch *s,
 // -b 1 fits (about X GiB)", and what is left to try.
 int memory_budget_refuse(const RunRequest *asked, const MemoryBudget *b, const MemorySearch *s,
                          const char *need, char *err);
+
+// Chapter 14's --fit-memory: the cheapest --recompute level, from the one
+// `asked` names up, at which its plan fits s->budget. 0 with *fitted (asked
+// at that level, nothing else changed) and *bytes (its plan); -1 when no
+// level fits, or none can be planned. A run that fits as asked keeps its
+// level. (Chapter 14's exercise: solutions/14_largest_model/fit_recompute.c.)
+int memory_budget_fit_recompute(const RunRequest *asked, const MemorySearch *s,
+                                RunRequest *fitted, size_t *bytes);
+
+// The line --fit-memory prints when it raised the level: "--fit-memory:
+// --recompute norms, the cheapest level that fits: 7.41 GiB planned (9.05
+// GiB with --recompute none), within the budget of 8.00 GiB (--memory-limit
+// 8)"; asked_bytes is the plan of the run as asked, fitted's is bytes.
+void memory_budget_describe_fit(const RunRequest *asked, size_t asked_bytes,
+                                const RunRequest *fitted, size_t bytes, const MemoryBudget *b,
+                                char *out, size_t cap);
 
 #ifdef __cplusplus
 }

@@ -284,7 +284,9 @@ static void usage_extra(void) {
            "                        GPU has free, and the smaller of the two is the budget):\n"
            "                        a run whose plan is over it is refused before anything is\n"
            "                        allocated, naming the flags that make it fit; one that\n"
-           "                        holds more while it runs stops (exit 1)\n",
+           "                        holds more while it runs stops (exit 1). With\n"
+           "                        --fit-memory (chapter 14) a run that a higher --recompute\n"
+           "                        level makes fit takes the cheapest such level instead\n",
            chapter_first_of_precision(PRECISION_NAME), PRECISION_NAME, PRECISION_NAME);
     fputs(EXIT_STATUS_HELP, stdout);
 }

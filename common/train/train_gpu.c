@@ -138,22 +138,39 @@ static int restore_state(GpuTrainer *tr, char *err) {
     return rc;
 }
 
+// ANCHOR: fit_memory
+// Chapter 14's --fit-memory (the plan's fit_memory): a run over its budget
+// that a higher --recompute level brings under it takes the cheapest such
+// level (memory_plan_fit), says so, and is planned again at it. Recompute
+// trains the same bits (recompute.h): the run spends time, never a value.
+static int fit_memory(GpuTrainer *tr, const GPT2Config *cfg, RunRequest *asked, char *err) {
+    char said[ERR_LEN];
+    if (!memory_plan_fit(cfg, asked, &tr->budget, said, sizeof said)) return 0;
+    printf("memory: %s\n", said);
+    tr->opt.recompute = asked->recompute;
+    return run_plan_build(&tr->plan, &asked->switches, cfg->padded_vocab_size, asked->grad_accum,
+                          asked->recompute, !asked->no_master_weights, asked->update_in_backward,
+                          asked->offload_optimizer, err);
+}
+// ANCHOR_END: fit_memory
+
 // ANCHOR: check_memory
 // The run's memory, planned from the model's shape, the batch and the
 // switches (memory_plan.h), against its budget: what the GPU has free, or
 // --memory-limit when that is less (memory_budget.h). A run that cannot fit
 // is refused here, before anything is allocated, naming the changes that
 // make it fit, each planned again, rather than failing halfway through its
-// first step.
-static int check_memory(const TrainOptions *opt, const Optimizations *o, const GPT2Config *cfg,
-                        MemoryBudget *budget, char *err) {
+// first step; in chapter 14, only once no --recompute level fits.
+static int check_memory(GpuTrainer *tr, const Optimizations *o, const GPT2Config *cfg,
+                        char *err) {
+    const TrainOptions *opt = &tr->opt;
     size_t free_bytes, total;
     CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total));
-    *budget = memory_budget(free_bytes, opt->memory_limit_gib);
-    const RunRequest asked = {*o, opt->B, opt->T, opt->grad_accum, opt->recompute,
-                              opt->no_master_weights, opt->update_in_backward,
-                              opt->offload_optimizer};
-    return memory_plan_check(cfg, &asked, budget, err);
+    tr->budget = memory_budget(free_bytes, opt->memory_limit_gib);
+    RunRequest asked = {*o, opt->B, opt->T, opt->grad_accum, opt->recompute,
+                        opt->no_master_weights, opt->update_in_backward, opt->offload_optimizer};
+    if (tr->plan.fit_memory && fit_memory(tr, cfg, &asked, err)) return -1;
+    return memory_plan_check(cfg, &asked, &tr->budget, err);
 }
 // ANCHOR_END: check_memory
 
@@ -217,7 +234,7 @@ int gpu_trainer_init(GpuTrainer *tr, const TrainOptions *opt, const Optimization
     const RunPlan *plan = &tr->plan;
     dataloader_set_rank(&tr->train, plan->rank, plan->world_size);
     gpu_context_init(&tr->ctx, plan->device);
-    if (check_memory(opt, optim, &cfg, &tr->budget, err)) {
+    if (check_memory(tr, optim, &cfg, err)) {
         free(params);
         gpu_context_free(&tr->ctx);
         dataloader_free(&tr->train);

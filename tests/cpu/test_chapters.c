@@ -207,3 +207,31 @@ Test(chapters, chapter_12_adds_fast_attention) {
     apply_model_switches(&o12, &c12);
     cr_assert(memcmp(&c11, &c12, sizeof c11) == 0);
 }
+
+// Chapter 14 is chapter 13 plus fit-memory, a switch of any build (both
+// recompute): it changes no kernel and no shape, only what a run over its
+// memory budget does (train_gpu.c's check_memory); turned off, it is
+// chapter 13.
+Test(chapters, chapter_14_adds_fit_memory) {
+    const Chapter *ch = chapter_get(14);
+    cr_assert(ch != NULL);
+    cr_assert_str_eq(ch->slug, "14_largest_model");
+    cr_assert_str_eq(ch->title, "The largest GPT-2 a small card can train");
+    cr_assert_str_eq(ch->precision, "bf16");
+    cr_assert_str_eq(chapter_switch(14)->name, "fit-memory");
+    cr_assert_str_eq(chapter_switch(14)->precision, "any");
+    Optimizations thirteen = chapter_optimizations(13), fourteen = chapter_optimizations(14);
+    cr_assert(thirteen.fit_memory == 0 && fourteen.fit_memory == 1);
+    cr_assert(fourteen.fp8 == 1 && fourteen.adamw_8bit == 1, "chapter 14 keeps every earlier switch");
+    char err[ERR_LEN] = "";
+    cr_assert_eq(optimizations_apply_flag(&fourteen, "--no-fit-memory", "bf16", err), 1);
+    cr_assert(memcmp(&thirteen, &fourteen, sizeof thirteen) == 0, "--no-fit-memory is chapter 13");
+    Optimizations fp32 = chapter_optimizations(1);
+    cr_assert_eq(optimizations_apply_flag(&fp32, "--fit-memory", "fp32", err), 1, "%s", err);
+    cr_assert_eq(fp32.fit_memory, 1);
+    GPT2Config c13 = gpt2_config_124m(), c14 = c13;
+    Optimizations o13 = chapter_optimizations(13), o14 = chapter_optimizations(14);
+    apply_model_switches(&o13, &c13);
+    apply_model_switches(&o14, &c14);
+    cr_assert(memcmp(&c13, &c14, sizeof c13) == 0);
+}

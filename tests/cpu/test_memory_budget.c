@@ -205,3 +205,22 @@ Test(memory_budget, when_nothing_fits_it_says_so) {
                           "--no-master-weights): a shorter -t, a smaller model, or more memory"),
               "%s", err);
 }
+
+// Chapter 14's --fit-memory says in one line which level it took, what the
+// run plans at it and as asked, and the budget, with what set it.
+Test(memory_budget, the_fit_names_the_level_the_plan_and_the_budget) {
+    RunRequest asked = asked_in(14), fitted = asked;
+    fitted.recompute = RECOMPUTE_NORMS;
+    char line[ERR_LEN];
+    const MemoryBudget limit = memory_budget(80 * GIB, 8);
+    memory_budget_describe_fit(&asked, 9050 * MIB, &fitted, 7410 * MIB, &limit, line, sizeof line);
+    cr_assert_str_eq(line, "--fit-memory: --recompute norms, the cheapest level that fits: 7.24 GiB "
+                           "planned (8.84 GiB with --recompute none), within the budget of 8.00 "
+                           "GiB (--memory-limit 8)");
+    const MemoryBudget card = memory_budget(9420 * MIB, 16);
+    asked.recompute = RECOMPUTE_GELU, fitted.recompute = RECOMPUTE_BLOCK;
+    memory_budget_describe_fit(&asked, 12 * GIB, &fitted, 6 * GIB, &card, line, sizeof line);
+    cr_assert_str_eq(line, "--fit-memory: --recompute block, the cheapest level that fits: 6.00 GiB "
+                           "planned (12.00 GiB with --recompute gelu), within the budget of 9.20 "
+                           "GiB (what the GPU has free)");
+}

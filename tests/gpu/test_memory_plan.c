@@ -122,6 +122,49 @@ Test(memory_plan_host, a_refusal_names_the_cheapest_recompute_level_that_fits) {
     cr_assert_eq(memory_plan_check(&c, &applied, &budget, err), 0, "%s", err);
 }
 
+static void assert_only_the_level_changed(const RunRequest *r, const RunRequest *asked) {
+    cr_assert(!memcmp(&r->switches, &asked->switches, sizeof r->switches), "the switches changed");
+    cr_assert(r->B == asked->B && r->T == asked->T && r->grad_accum == asked->grad_accum &&
+              r->no_master_weights == asked->no_master_weights, "more than the level changed");
+}
+
+// Chapter 14's --fit-memory over the real plan: under a budget that
+// --recompute norms fits and gelu does not, the run's level is raised to
+// norms (not block, which fits too), a line says so, and the check then
+// passes; a run that fits, and one that no level makes fit, are left as
+// asked (the check refuses the second, naming what would fit).
+Test(memory_plan_host, fit_memory_raises_the_level_to_the_cheapest_that_fits) {
+    const int ch = chapter_count() - 1;
+    const GPT2Config c = gpt2_124m_padded_as(ch);
+    const RunRequest asked = asked_in(ch);
+    RunRequest gelu = asked, norms = asked, block = asked, r = asked;
+    gelu.recompute = RECOMPUTE_GELU, norms.recompute = RECOMPUTE_NORMS;
+    block.recompute = RECOMPUTE_BLOCK;
+    cr_assert_lt(planned(&c, &norms), planned(&c, &gelu));
+    const MemoryBudget budget = memory_budget(80ull << 30, planned(&c, &norms) / 1073741824.0);
+    char said[ERR_LEN] = "", err[ERR_LEN] = "";
+    cr_assert_eq(memory_plan_fit(&c, &r, &budget, said, sizeof said), 1);
+    cr_assert_eq(r.recompute, RECOMPUTE_NORMS, "--recompute %s", recompute_name(r.recompute));
+    assert_only_the_level_changed(&r, &asked);
+    cr_assert(strstr(said, "--fit-memory: --recompute norms, the cheapest level that fits: "),
+              "%s", said);
+    cr_assert(strstr(said, " GiB with --recompute none), within the budget of ") &&
+              strstr(said, "(--memory-limit "), "%s", said);
+    cr_assert_eq(memory_plan_check(&c, &r, &budget, err), 0, "%s", err);
+
+    const MemoryBudget roomy = memory_budget(80ull << 30, 0);
+    r = asked;
+    cr_assert_eq(memory_plan_fit(&c, &r, &roomy, said, sizeof said), 0);
+    cr_assert_eq(r.recompute, RECOMPUTE_NONE, "a run that fits keeps its level");
+
+    const MemoryBudget tight = memory_budget((planned(&c, &block) - 1), 0);
+    r = asked;
+    cr_assert_eq(memory_plan_fit(&c, &r, &tight, said, sizeof said), 0);
+    cr_assert_eq(r.recompute, RECOMPUTE_NONE, "no level fits: the run is left as asked");
+    cr_assert_eq(memory_plan_check(&c, &r, &tight, err), -1);
+    cr_assert(strstr(err, "it fits with"), "the refusal names what fits: %s", err);
+}
+
 // Chapter 14's --no-master-weights: the plan is the master copy smaller, 4
 // bytes a parameter, and nothing else changes; in the bf16 build, with the
 // fused optimizer (chapter 09 on). Refused elsewhere, naming the flag.

@@ -7,6 +7,8 @@
 // chapter 07, resumes where the model was (not where the workers were), and
 // reports a bad shard as chapter 07 does. Chapter 09 (fused optimizer) is
 // bit-identical to its per-tensor update, and updates in one AdamW launch.
+// Chapter 14 (--fit-memory) is chapter 13 where the run fits; where only a
+// --recompute level fits, it takes the cheapest and trains its bits.
 // Built into build/tests/gpu_tests_bf16 only (Makefile: *_bf16.c).
 #define _POSIX_C_SOURCE 200809L  // for file_helpers.h
 #include <criterion/criterion.h>
@@ -14,6 +16,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "gpu/memory_plan.h"
 #include "profiler.h"
 #include "util/compare.h"
 #include "files/checkpoint.h"
@@ -665,4 +668,59 @@ Test(gpu_training_bf16, no_master_weights_resumes_bit_identically_with_fp8) {
               (void *)tr.model.master, tr.model.fp8_on);
     gpu_trainer_free(&tr);
     check_resume_bit_identical_with(ch13, o);
+}
+
+// ---- chapter 14: --fit-memory ---------------------------------------------------------
+
+// Chapter 14 changes nothing in a run that fits its budget: it trains
+// chapter 13's bits, at the three clips (sync_parity.h).
+Test(gpu_training_bf16, chapter_14_is_chapter_13_where_the_run_fits) {
+    sp_check_switch(chapter_optimizations(13), chapter_optimizations(14),
+                    "chapter 14 (a run that fits)", NULL);
+}
+
+// The plan of the run o with the switches `optim`, at the level `level`.
+static size_t planned_at(const TrainOptions *o, Optimizations optim, Recompute level) {
+    GPT2Config c = o->model;
+    apply_model_switches(&optim, &c);
+    const RunRequest r = {.switches = optim, .B = o->B, .T = o->T, .grad_accum = o->grad_accum,
+                          .recompute = level, .no_master_weights = o->no_master_weights};
+    MemoryPlan p;
+    char err[ERR_LEN] = "";
+    cr_assert_eq(memory_plan_request(&c, &r, &p, err), 0, "%s", err);
+    return p.total;
+}
+
+// Under a --memory-limit that --recompute norms fits and gelu does not,
+// chapter 13 is refused, naming norms; chapter 14 takes norms (not block,
+// which fits too), builds the model at it, and trains the bits of chapter
+// 13 asked for norms (which are none's: recompute.h). Three layers, so that
+// one lies between the first and the last (test_recompute.c).
+Test(gpu_training_bf16, chapter_14_fits_its_memory_by_recomputing) {
+    enum { N = 4 };
+    const int read_once[] = {N};
+    TrainOptions o = tiny_train_options(N);
+    o.model.num_layers = 3;
+    const Optimizations ch13 = chapter_optimizations(13), ch14 = chapter_optimizations(14);
+    const size_t norms = planned_at(&o, ch14, RECOMPUTE_NORMS);
+    cr_assert_lt(norms, planned_at(&o, ch14, RECOMPUTE_GELU));
+    o.memory_limit_gib = norms / 1073741824.0;
+    GpuTrainer tr;
+    char err[ERR_LEN] = "";
+    cr_assert_eq(gpu_trainer_init(&tr, &o, &ch13, err), -1, "chapter 13 was not refused");
+    cr_assert(strstr(err, "it fits with --recompute norms (about"), "%s", err);
+    cr_assert_eq(gpu_trainer_init(&tr, &o, &ch14, err), 0, "%s", err);
+    cr_assert_eq(tr.plan.recompute, RECOMPUTE_NORMS, "--recompute %s",
+                 recompute_name(tr.plan.recompute));
+    cr_assert_eq(tr.opt.recompute, RECOMPUTE_NORMS);
+    cr_assert_eq(tr.model.plan.recompute, RECOMPUTE_NORMS, "the model was built at another level");
+    gpu_trainer_free(&tr);
+    SpRun fitted, asked;
+    sp_run(&fitted, &o, ch14, N, read_once, 0);
+    TrainOptions at_norms = o;
+    at_norms.memory_limit_gib = 0;
+    at_norms.recompute = RECOMPUTE_NORMS;
+    sp_run(&asked, &at_norms, ch13, N, read_once, 0);
+    sp_assert_identical(&fitted, &asked, "chapter 14 fitted to its limit vs chapter 13 at norms");
+    sp_free(&fitted), sp_free(&asked);
 }

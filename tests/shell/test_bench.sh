@@ -164,7 +164,7 @@ with_chapter_13_the_float8_rows_run_with_the_torchao_wheel() {
 # each 8-bit AdamW row (SIZES) says it was skipped and how to get torchao;
 # the other rows run as before.
 without_the_torchao_wheel_the_float8_rows_are_skipped_saying_why() {
-  pytorch_stand_ins 13
+  pytorch_stand_ins 14
   rm "$work/wheels/torchao-0.18.0-py3-none-any.whl"
   expect_status 0 pytorch_bench SIZES=1 || return 1
   says "$work/out" "== pytorch-float8 (B=16) skipped: no torchao wheel in $work/wheels: run tools/fetch_torchao.sh" || return 1
@@ -182,15 +182,15 @@ without_the_torchao_wheel_the_float8_rows_are_skipped_saying_why() {
 # PyTorch's three recipes for each, with torchao from the wheel; the rows
 # are added to results.csv, and environment.txt gets a line that says so.
 sizes_only_runs_chapter_14s_rows_and_reports_a_refused_run() {
-  pytorch_stand_ins 13
+  pytorch_stand_ins 14
   mkdir -p "$work/results"
   printf 'label,chapter\nch13,13,16,1024,3,1.0,1,1,0.1,1,,,,\n' >"$work/results/results.csv"
   echo "gpu: the first session's" >"$work/results/environment.txt"
   expect_status 0 pytorch_bench OURS=1 APPEND=1 SIZES=only REFUSE='--model 1558m' || return 1
   local flags="--recompute block -b" csv=$work/results/results.csv labels expected
   [ "$(grep -c -- '--chapter' "$work/calls")" = 2 ] || fail "our runs: $(grep -- --chapter "$work/calls")" || return 1
-  grep -q -- "^--chapter 13 --model 355m --memory-limit 8 $flags 8 -t 1024 .*--bench-label ch14-medium-8g$" "$work/calls" \
-    && grep -q -- "^--chapter 13 --model 1558m --memory-limit 16 --recompute block --no-master-weights -b 4 -t 1024 .*--bench-label ch14-xl-16g$" "$work/calls" \
+  grep -q -- "^--chapter 14 --model 355m --memory-limit 8 $flags 8 -t 1024 .*--bench-label ch14-medium-8g$" "$work/calls" \
+    && grep -q -- "^--chapter 14 --model 1558m --memory-limit 16 --recompute block --no-master-weights -b 4 -t 1024 .*--bench-label ch14-xl-16g$" "$work/calls" \
     || fail "our runs: $(grep -- --chapter "$work/calls")" || return 1
   says "$work/out" "!! ch14-xl-16g at B=4 refused: error: the run does not fit in --memory-limit 16" || return 1
   labels=$(grep -o -- '--label [^ ]*' "$work/calls" | cut -d' ' -f2 | tr '\n' ' ')
@@ -219,7 +219,8 @@ before_chapter_13_there_are_no_float8_rows() {
 
 # The last chapter's ablations: each switch off in turn, with the switches
 # that need it (the graphs without sync avoidance or the fused optimizer;
-# FP8 without kernel fusion's cuBLASLt GEMMs).
+# FP8 without kernel fusion's cuBLASLt GEMMs); none for fit-memory, which
+# changes nothing in a run that fits.
 each_ablation_turns_off_what_needs_its_switch() {
   [ -x build/train_gpt2_fp32 ] || { skip "no build/train_gpt2_fp32 (nvcc)"; return; }
   stand_ins
@@ -232,6 +233,7 @@ each_ablation_turns_off_what_needs_its_switch() {
     grep -q -- "--no-kernel-fusion --no-fp8 .*--bench-label ch[0-9]*-no-kernel-fusion" "$work/calls" \
       || fail "kernel fusion's ablation: $(grep -- -no-kernel-fusion "$work/calls")" || return 1
   fi
+  ! grep -q -- "--no-fit-memory" "$work/calls" || fail "an ablation of fit-memory ran" || return 1
   [ ! -s "$work/results/profile_ch00.csv" ] || fail "CHAPTERS=none profiled a chapter"
 }
 

@@ -7,12 +7,16 @@
 #   - the last chapter's GPT-2 124M trains under --memory-limit LIMIT, its
 #     --memory table by category with the budget, and the most it held on
 #     the device (the trainer's "held at most" line) is within the limit;
-#   - GPT-2 355M in the last chapter, and 124M in chapter 09 under a tighter
-#     limit, are refused before anything is allocated (exit 2), naming what
-#     fits: a --recompute level (chapter 14), a switch (--adamw-8bit), a
-#     batch in micro-batches; with the first of the flags named, each trains
-#     within its limit;
-#   - chapter 05 (no micro-batches), refused, trains with what it names.
+#     it fits as asked, so --fit-memory (chapter 14) changes nothing;
+#   - GPT-2 355M in the last chapter without --fit-memory, and 124M in
+#     chapter 09 under a tighter limit, are refused before anything is
+#     allocated (exit 2), naming what fits: a --recompute level (chapter
+#     14), a switch (--adamw-8bit), a batch in micro-batches; with the first
+#     of the flags named, each trains within its limit;
+#   - chapter 05 (no micro-batches), refused, trains with what it names;
+#   - chapter 14's 124M under --memory-limit 8, which only a --recompute
+#     level (or a smaller batch) fits: refused without --fit-memory, naming
+#     the level; with it, it takes that level, says so, and trains within 8.
 # Needs a GPU: skipped, saying so, without one.
 source "$(dirname "$0")/lib.sh"
 
@@ -63,15 +67,17 @@ the_last_chapter_trains_within_the_limit() {
   says "$work/out" "memory: optimizer state" &&
   says "$work/out" "memory:   fch_gelu     (L,B,T,4C)" &&
   says "$work/out" "memory: CUDA's libraries" &&
-  says "$work/out" "memory: budget "
+  says "$work/out" "memory: budget " || return 1
+  ! grep -q -- "--fit-memory" "$work/out" || fail "a run that fits was changed: $(grep -- --fit-memory "$work/out")"
 }
 
 # GPT-2 355M at B=16 plans about 23 GiB in the last chapter: the card (LIMIT
 # GiB free, less the context) is the budget, and recompute (chapter 14), or
-# else micro-batches, fit it.
+# else micro-batches, fit it. (Without --fit-memory, which would take the
+# level itself: the case below.)
 a_larger_model_is_refused_and_trains_with_what_it_names() {
   refused_then_fits "$LIMIT" "on the GPU" "--recompute (gelu|norms|block)|-b [0-9]+ --grad-accum [0-9]+" \
-    --chapter "$(last_chapter)" --model 355m
+    --chapter "$(last_chapter)" --no-fit-memory --model 355m
 }
 
 # The two cases below set limits of 8 and 8.8 GiB, tighter than the card
@@ -97,6 +103,27 @@ without_micro_batches_a_smaller_batch_trains() {
   refused_then_fits 8 "in --memory-limit 8" "--recompute (gelu|norms|block)|(--adamw-8bit )?-b [0-9]+" --chapter 5
 }
 
+# Chapter 14 at 124M, B=16 plans about 10.2 GiB, 8.6 with --recompute gelu
+# and 7.9 with norms; --adamw-8bit is on already and --no-master-weights
+# saves 0.5 GiB: under --memory-limit 8 only a level (or a smaller batch)
+# fits. Without --fit-memory the run is refused, naming that level first;
+# with it (the chapter's switch) the run takes the level, says so in one
+# line, runs at it (the trainer's "recompute:" line) and keeps to the limit.
+chapter_14_fits_its_memory_by_recomputing() {
+  card_is_larger_than 8 || return
+  local level
+  expect_status 2 build/train_gpt2_bf16 "${run[@]}" --memory-limit 8 --chapter 14 --no-fit-memory ||
+    return 1
+  level=$(first_fix "$work/err")
+  [[ $level =~ ^--recompute\ (gelu|norms|block)$ ]] ||
+    fail "without --fit-memory, first suggestion '$level': $(cat "$work/err")" || return 1
+  trains_within 8 --chapter 14 || return 1
+  says "$work/out" "memory: --fit-memory: $level, the cheapest level that fits: " &&
+  says "$work/out" "within the budget of 8.00 GiB (--memory-limit 8)" &&
+  says "$work/out" "recompute: ${level#--recompute }: " || return 1
+  echo "    $(grep -- '--fit-memory:' "$work/out")"
+}
+
 if ! nvidia-smi -L >/dev/null 2>&1 || [ ! -x build/train_gpt2_bf16 ] || [ ! -x build/tests/gpu_ballast ]; then
   echo "[SKIP] test_gpu_memory_limit: no GPU here (or no GPU trainers or ballast built)"
   exit 0
@@ -111,4 +138,5 @@ check the_last_chapter_trains_within_the_limit
 check a_larger_model_is_refused_and_trains_with_what_it_names
 check a_tighter_limit_is_kept_and_a_switch_is_named
 check without_micro_batches_a_smaller_batch_trains
+check chapter_14_fits_its_memory_by_recomputing
 finish
