@@ -524,7 +524,8 @@ demo-03: $(BUILD)/train_gpt2_bf16 $(SHAKESPEARE)
 # ---- plots ---------------------------------------------------------------
 # make plots: the book's figures, results/<gpu>/plots/NAME.svg (HTML) and
 # NAME.pdf (PDF), drawn by tools/plots.py from each results/<gpu>/results.csv
-# and logs/ that `make bench` measured. No GPU needed.
+# and logs/ that `make bench` measured; then chapter 14's memory against
+# model size, predicted and measured (tools/memory_sizes.py). No GPU needed.
 # matplotlib is Debian's python3-matplotlib (`make deps` installs it), which
 # Debian's /usr/bin/python3 sees and a pyenv or venv python3 does not: the
 # first of /usr/bin/python3 and python3 that imports matplotlib draws them.
@@ -534,6 +535,7 @@ PLOTS_PYTHON ?= $(firstword $(foreach py,/usr/bin/python3 python3,$(shell \
 .PHONY: plots figures reset
 plots: deps
 	$(PLOTS_PYTHON) tools/plots.py
+	$(PLOTS_PYTHON) tools/memory_sizes.py
 
 # make figures: the book's diagrams (bit layouts, the roofline, timelines), drawn
 # by tools/figures.py from datasheet figures and shapes alone: book/figures/.

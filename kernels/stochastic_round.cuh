@@ -40,6 +40,7 @@ __device__ __forceinline__ uint64_t stochastic_round_hash(uint32_t step, uint64_
     return z ^ (z >> 31);
 }
 
+// ANCHOR: round_stochastic
 // x rounded to floatX: down or up at random (above), the random number a
 // function of (step, index) only. NaN and infinities are rounded as f2x
 // rounds them (adding to a NaN's bits could make it an infinity). The fp32
@@ -56,6 +57,7 @@ __device__ __forceinline__ floatX round_stochastic(float x, uint32_t step, uint6
     return x;
 #endif
 }
+// ANCHOR_END: round_stochastic
 
 // How an optimizer stores its updated weights in params: rounded to nearest
 // (f2x), or, with stochastic set, by round_stochastic at the step and the

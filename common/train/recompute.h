@@ -41,6 +41,7 @@
 
 #include <string.h>
 
+// ANCHOR: recompute_levels
 typedef enum {
     RECOMPUTE_NONE,   // every activation the backward pass reads, kept per layer
     RECOMPUTE_GELU,   // GELU's output (B,T,4C)
@@ -48,6 +49,7 @@ typedef enum {
     RECOMPUTE_BLOCK,  // and the rest of each block: only the residual stream leaving it is kept
     RECOMPUTE_LEVELS
 } Recompute;
+// ANCHOR_END: recompute_levels
 
 // The levels' names, as --recompute takes them and errors list them.
 #define RECOMPUTE_CHOICES "none, gelu, norms or block"

@@ -40,6 +40,7 @@ TrainOptions train_options_default(void) {
 }
 
 // ---- the model's presets --------------------------------------------------------
+// ANCHOR: model_presets
 // Two small shapes for tests and quick runs, and GPT-2's four sizes (llm.c's
 // d12, d24, d36 and d48), all with heads of 64 and a context of 1024.
 static const struct {
@@ -49,6 +50,7 @@ static const struct {
     {"tiny", 2, 2, 64, 32},      {"small", 4, 4, 128, 64},       {"124m", 12, 12, 768, 1024},
     {"355m", 24, 16, 1024, 1024}, {"774m", 36, 20, 1280, 1024}, {"1558m", 48, 25, 1600, 1024},
 };
+// ANCHOR_END: model_presets
 #define NUM_PRESETS (sizeof PRESETS / sizeof PRESETS[0])
 #define PRESET_NAMES "tiny, small, 124m, 355m, 774m or 1558m"
 

@@ -143,6 +143,7 @@
 // TOL_GPU_LOSS_BF16.
 #define TOL_GPU_TRAINING_BF16 2e-3
 
+// ANCHOR: no_master_tolerance
 // Chapter 14's --no-master-weights against the master weights, the tiny
 // model's losses over 3 steps, relative. The bf16 weights the two runs read
 // differ by about one bf16 step each (stochastic rounding against rounding
@@ -151,6 +152,7 @@
 // same limit. Measured 8.3e-4 on the H100, 2026-11-26 (GPU_TEST_VERBOSE=1;
 // results/h100/logs/tests-issues-25-26/no_master_weights.txt).
 #define TOL_NO_MASTER_LOSS_BF16 2e-3
+// ANCHOR_END: no_master_tolerance
 
 // --check-state in the bf16 build: our bf16 GPT-2 against PyTorch's fp32
 // (TF32 off) on the same weights and batch, 124M at B=4, T=1024: logits
