@@ -169,6 +169,10 @@ static int check_memory(GpuTrainer *tr, const Optimizations *o, const GPT2Config
     tr->budget = memory_budget(free_bytes, opt->memory_limit_gib);
     RunRequest asked = {*o, opt->B, opt->T, opt->grad_accum, opt->recompute,
                         opt->no_master_weights, opt->update_in_backward, opt->offload_optimizer};
+    // Chapter 13's FP8 operands only where the GPU multiplies in FP8: on one
+    // that does not (an A100, an RTX 30), the model runs chapter 12's bf16
+    // GEMMs and allocates none (gpt2_gpu_init), so none are planned.
+    if (!tr->ctx.fp8) asked.switches.fp8 = 0;
     if (tr->plan.fit_memory && fit_memory(tr, cfg, &asked, err)) return -1;
     return memory_plan_check(cfg, &asked, &tr->budget, err);
 }
