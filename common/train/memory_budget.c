@@ -72,6 +72,26 @@ static int drop_master_weights(RunRequest *r, const char *flag, const char *prec
     return 0;
 }
 
+// --offload-optimizer (chapter 14), where the run keeps its moments on the
+// GPU: 0, or -1. (The plan refuses it without --fused-optimizer: never
+// suggested there.)
+static int offload_moments(RunRequest *r, const char *flag, const char *precision) {
+    (void)flag, (void)precision;
+    if (r->offload_optimizer) return -1;
+    r->offload_optimizer = 1;
+    return 0;
+}
+
+// --update-in-backward --grad-clip 0 (chapter 14), where the run updates
+// after its backward pass: 0, or -1. (The plan refuses it with micro-batches
+// or without --fused-optimizer: never suggested there.)
+static int update_in_backward(RunRequest *r, const char *flag, const char *precision) {
+    (void)flag, (void)precision;
+    if (r->update_in_backward) return -1;
+    r->update_in_backward = 1;
+    return 0;
+}
+
 typedef struct {
     const char *flag;  // as the command line writes it
     int (*apply)(RunRequest *r, const char *flag, const char *precision);
@@ -89,11 +109,16 @@ static const SwitchFix SWITCH_FIXES[] = {
     {"--recompute gelu", recompute_more},
     {"--recompute norms", recompute_more},
     {"--recompute block", recompute_more},
+    // Chapter 14: the layers' moments on the host; the same values too, at
+    // the cost of the bus.
+    {"--offload-optimizer", offload_moments},
     // Chapter 10: the weight matrices' moments in one byte each.
     {"--adamw-8bit", switch_on},
     // Chapter 14: no fp32 master weights, the update rounded stochastically
-    // into the bf16 ones; last, since it changes the values the run computes.
+    // into the bf16 ones; then one layer's gradients, at the cost of the
+    // clipping: last, since they change the values the run computes.
     {"--no-master-weights", drop_master_weights},
+    {"--update-in-backward --grad-clip 0", update_in_backward},
 };
 // ANCHOR_END: switch_fixes
 #define NUM_SWITCH_FIXES ((int)(sizeof SWITCH_FIXES / sizeof SWITCH_FIXES[0]))
@@ -158,6 +183,51 @@ static void batch_flags(const RunRequest *asked, const RunRequest *r, char *out,
         snprintf(out, cap, "-b %d", r->B);
 }
 
+// The rows of `mask` (bit i: SWITCH_FIXES[i]) applied to t in the table's
+// order: 1, or 0 when one of them is on already or two are levels of one
+// flag.
+static int apply_rows(int mask, RunRequest *t, const char *precision) {
+    for (int i = 0; i < NUM_SWITCH_FIXES; i++) {
+        if (!(mask >> i & 1)) continue;
+        for (int j = 0; j < i; j++)
+            if ((mask >> j & 1) && same_flag(i, j)) return 0;
+        if (SWITCH_FIXES[i].apply(t, SWITCH_FIXES[i].flag, precision)) return 0;
+    }
+    return 1;
+}
+
+static int rows_in(int mask) {
+    int n = 0;
+    for (; mask; mask &= mask - 1) n++;
+    return n;
+}
+
+// Where no one switch fits: the fewest of the table's switches that fit
+// together; of as many, the earliest rows (the cheapest levels, the changes
+// that keep the values). Their flags into `flags`; 0, or -1 when none do.
+static int switches_together(const RunRequest *asked, const MemorySearch *s, RunRequest *out,
+                             char *flags, size_t cap, size_t *bytes) {
+    int best = 0;
+    for (int mask = 1; mask < 1 << NUM_SWITCH_FIXES; mask++) {
+        const int n = rows_in(mask), diff = mask ^ best;
+        if (n < 2 || (best && (n > rows_in(best) || (n == rows_in(best) &&
+                                                     !(diff & -diff & mask)))))
+            continue;  // more rows than the best, or as many and later ones
+        RunRequest t = *asked;
+        size_t b;
+        if (apply_rows(mask, &t, s->precision) && fits(s, &t, &b))
+            best = mask, *out = t, *bytes = b;
+    }
+    if (!best) return -1;
+    size_t len = 0;
+    flags[0] = 0;
+    for (int i = 0; i < NUM_SWITCH_FIXES && len < cap; i++)
+        if (best >> i & 1)
+            len += (size_t)snprintf(flags + len, cap - len, "%s%s", len ? " " : "",
+                                    SWITCH_FIXES[i].flag);
+    return 0;
+}
+
 static void add_fix(MemoryFix *fixes, int *n, const char *sw, const char *batch,
                     const RunRequest *r, size_t bytes) {
     if (*n == MEMORY_MAX_FIXES) return;
@@ -183,6 +253,10 @@ int memory_budget_fixes(const RunRequest *asked, const MemorySearch *s,
         if (fits_alone[i] && !is_costlier_level(i, fits_alone))
             add_fix(fixes, &n, SWITCH_FIXES[i].flag, "", &t, bytes);
     }
+    // 1b. Where none fits alone: the fewest switches that fit together.
+    char together[sizeof fixes[0].flags];
+    if (n == 0 && switches_together(asked, s, &t, together, sizeof together, &bytes) == 0)
+        add_fix(fixes, &n, together, "", &t, bytes);
     // 2. A smaller batch.
     int batch_alone = 0;
     if (smaller_batch(s, asked, &smaller, &bytes) == 0) {
@@ -231,7 +305,7 @@ static void describe_no_fix(const RunRequest *asked, const MemorySearch *s, char
                             size_t cap) {
     RunRequest one = *asked;
     one.B = 1;
-    char with[96] = "";
+    char with[160] = "";
     size_t len = 0;
     for (int i = 0; i < NUM_SWITCH_FIXES && len < sizeof with; i++) {
         const int last_level = i + 1 == NUM_SWITCH_FIXES || !same_flag(i, i + 1);

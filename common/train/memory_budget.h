@@ -15,7 +15,9 @@
 // smallest change first:
 //   1. one switch that keeps the batch (SWITCH_FIXES in memory_budget.c:
 //      --recompute's levels, of which only the cheapest that fits is named;
-//      --adamw-8bit; --no-master-weights);
+//      --offload-optimizer; --adamw-8bit; --no-master-weights;
+//      --update-in-backward --grad-clip 0); where none does alone, the
+//      fewest that fit together, the earliest rows of as many;
 //   2. a smaller -b: with --grad-accum making up the same sequences a step
 //      where the run's plan can take micro-batches (chapter 11), alone
 //      (fewer sequences a step: another run) where it cannot;
@@ -92,7 +94,7 @@ typedef struct {
 // One change that fits: the flags to add to the command line, the run they
 // make, and its plan's bytes.
 typedef struct {
-    char flags[64];   // "--adamw-8bit", "-b 8 --grad-accum 2", "--adamw-8bit -b 4"
+    char flags[128];  // "--adamw-8bit", "-b 8 --grad-accum 2", "--adamw-8bit -b 4"
     RunRequest run;
     size_t bytes;
 } MemoryFix;

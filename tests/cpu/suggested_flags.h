@@ -35,6 +35,10 @@ static inline RunRequest apply_suggested_flags(const RunRequest *asked, const ch
     cr_assert_eq(train_options_parse(&o, argc, argv, err), 0, "'%s': %s", flags, err);
     r.B = o.B, r.grad_accum = o.grad_accum, r.recompute = o.recompute;
     r.no_master_weights = r.no_master_weights || o.no_master_weights;
+    r.update_in_backward = r.update_in_backward || o.update_in_backward;
+    r.offload_optimizer = r.offload_optimizer || o.offload_optimizer;
+    // --update-in-backward is only ever suggested with --grad-clip 0.
+    if (o.update_in_backward) cr_assert_eq(o.grad_clip, 0.0f, "'%s' without --grad-clip 0", flags);
     return r;
 }
 

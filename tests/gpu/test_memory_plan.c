@@ -476,3 +476,23 @@ Test(memory_plan, counts_what_the_model_allocates) {
     }
     free(params);
 }
+
+// Where no one switch fits, the refusal names the fewest that fit together:
+// GPT-2 XL at B=4 in 16 GiB, chapter 13 as is (31.7 GiB planned), fits with
+// --recompute block and --no-master-weights (14.1 GiB), two switches, where
+// no single one does.
+Test(memory_plan_host, the_fewest_switches_that_fit_together) {
+    const int ch = 13;
+    if (ch > chapter_count() - 1 || strcmp(chapter_get(ch)->precision, PRECISION_NAME))
+        cr_skip_test("chapter 13 is the bf16 build's");
+    const GPT2Config c = gpt2_sized(ch, 48, 25, 1600);
+    RunRequest asked = asked_in(ch);
+    asked.B = 4;
+    const MemorySearch s = memory_plan_search(&c, 16ull << 30);
+    MemoryFix fixes[MEMORY_MAX_FIXES];
+    const int n = memory_budget_fixes(&asked, &s, fixes);
+    cr_assert_geq(n, 1);
+    cr_assert_str_eq(fixes[0].flags, "--recompute block --no-master-weights");
+    cr_assert_eq(fixes[0].run.B, 4, "the batch kept");
+    cr_assert_leq(fixes[0].bytes, 16ull << 30);
+}
