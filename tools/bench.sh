@@ -271,6 +271,11 @@ if [ "$SIZES" != 0 ] && [ "$last" -ge 14 ]; then
   if [ "$OURS" = 1 ]; then
     ours ch14-medium-8g 8 14 --model 355m --memory-limit 8 --recompute block
     ours ch14-xl-16g 4 14 --model 1558m --memory-limit 16 --recompute block --no-master-weights
+    # XL in 16 GiB keeping its fp32 master weights: one layer's gradients,
+    # applied in the backward pass (without clipping), and the moments on
+    # the host.
+    ours ch14-xl-16g-master 4 14 --model 1558m --memory-limit 16 --recompute block \
+      --update-in-backward --grad-clip 0 --offload-optimizer
   fi
   for size in medium:8:355m xl:4:1558m; do
     IFS=: read -r name b model <<<"$size"

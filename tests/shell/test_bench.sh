@@ -188,9 +188,10 @@ sizes_only_runs_chapter_14s_rows_and_reports_a_refused_run() {
   echo "gpu: the first session's" >"$work/results/environment.txt"
   expect_status 0 pytorch_bench OURS=1 APPEND=1 SIZES=only REFUSE='--model 1558m' || return 1
   local flags="--recompute block -b" csv=$work/results/results.csv labels expected
-  [ "$(grep -c -- '--chapter' "$work/calls")" = 2 ] || fail "our runs: $(grep -- --chapter "$work/calls")" || return 1
+  [ "$(grep -c -- '--chapter' "$work/calls")" = 3 ] || fail "our runs: $(grep -- --chapter "$work/calls")" || return 1
   grep -q -- "^--chapter 14 --model 355m --memory-limit 8 $flags 8 -t 1024 .*--bench-label ch14-medium-8g$" "$work/calls" \
     && grep -q -- "^--chapter 14 --model 1558m --memory-limit 16 --recompute block --no-master-weights -b 4 -t 1024 .*--bench-label ch14-xl-16g$" "$work/calls" \
+    && grep -q -- "^--chapter 14 --model 1558m --memory-limit 16 --recompute block --update-in-backward --grad-clip 0 --offload-optimizer -b 4 -t 1024 .*--bench-label ch14-xl-16g-master$" "$work/calls" \
     || fail "our runs: $(grep -- --chapter "$work/calls")" || return 1
   says "$work/out" "!! ch14-xl-16g at B=4 refused: error: the run does not fit in --memory-limit 16" || return 1
   labels=$(grep -o -- '--label [^ ]*' "$work/calls" | cut -d' ' -f2 | tr '\n' ' ')
