@@ -8,6 +8,7 @@
 // 38.6M values at 124M: as large as a dozen layers' 8-bit moments, and
 // needed for every step; the embeddings stay). The layers are updated from
 // the last to the first, in the order the backward pass completes them.
+// ANCHOR: offload_timeline
 // Layer l's update waits for its block to be on the GPU, and the copy back
 // waits for the update; the next layer but one is then copied into the slot:
 //
@@ -20,6 +21,7 @@
 // (in and out) over the bus, L times; hidden where the work between two
 // updates (the backward pass of a layer, with --update-in-backward) takes
 // longer than the copies, else the step waits for the bus.
+// ANCHOR_END: offload_timeline
 //
 // Every stream forked from the model's stream joins it again before the
 // step ends (optimizer_offload_end): a CUDA graph (chapter 11) can capture

@@ -51,6 +51,7 @@ int run_plan_check_master_weights(const Optimizations *o, int master_weights, ch
 #endif
 }
 
+// ANCHOR: update_in_backward_refusals
 // Chapter 14's --update-in-backward: the fused update (chapter 09's tables,
 // one per layer), and the step's gradients complete after one backward pass:
 // with micro-batches each layer's would be needed until the last one's pass.
@@ -77,6 +78,7 @@ int run_plan_check_update_in_backward(const Optimizations *o, int update_in_back
                     grad_clip);
     return 0;
 }
+// ANCHOR_END: update_in_backward_refusals
 
 // Chapter 14's --offload-optimizer: the fused update's tables, one a layer,
 // each launched as the layer's moments arrive.
