@@ -5,7 +5,7 @@
 //
 // The GPU holds two layers' blocks (two slots) and, for good, the block of
 // the tensors outside the layers (wte's fp32 moments are 8 bytes of its
-// 38.6M values at 124M: as large as a dozen layers' 8-bit moments, and
+// 38.6M values at 124M: as large as 21 layers' blocks of 8-bit moments, and
 // needed for every step; the embeddings stay). The layers are updated from
 // the last to the first, in the order the backward pass completes them.
 // ANCHOR: offload_timeline

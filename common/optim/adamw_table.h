@@ -37,7 +37,7 @@ typedef struct {
     long long grad_shift[ADAMW_MAX_TENSORS];      // where its gradients start in the flat
                                                   // gradients, less offset: 0 (laid out as
                                                   // the parameters) but in chapter 14's
-                                                  // --update-in-backward (layer_update.h)
+                                                  // --update-in-backward (layer_tables.h)
     int decay[ADAMW_MAX_TENSORS];                 // 1: weight decay applies to it
     unsigned int first_block[ADAMW_MAX_TENSORS];  // its first block in the launch
 } AdamWTensors;
