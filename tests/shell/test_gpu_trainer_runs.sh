@@ -173,6 +173,27 @@ bf16_chapter_13_resumes_across_the_fp8_switch_saying_so() {
     fail "with FP8 again: a state of version $(state_version "$work/fp8_again/state_000006.bin")"
 }
 
+# ---- GPT-2's four sizes (chapter 14's --model) -------------------------------------
+# Each preset at its own shape (layers, heads, channels; the full vocabulary)
+# trains the last chapter for 3 steps at B=2, T=256 (the step's FP8 and
+# Hopper attention included where the GPU has them), every step's loss a
+# number near ln(50257) = 10.8, as a model of GPT-2's initialisation starts,
+# and samples after the last. (Three steps show that a size runs, not that
+# it learns: results/h100/xl_200_steps/ has XL's 200.)
+bf16_every_gpt2_size_trains_a_few_steps() {
+  local m losses
+  for m in 124m 355m 774m 1558m; do
+    expect_status 0 build/train_gpt2_bf16 --chapter "$(last_chapter)" --model "$m" -b 2 -t 256 \
+      --data data/tinyshakespeare --steps 3 --lr 1e-4 --val-every 0 --sample-tokens 4 \
+      --log-every 1 || return 1
+    says "$work/out" "---- sample after step 3" || return 1
+    losses=$(sed -n 's/^step *[0-9]*\/3 | loss \([^ ]*\) .*/\1/p' "$work/out" | tr '\n' ' ')
+    echo "$losses" | awk '{ if (NF != 3) exit 1; for (i = 1; i <= NF; i++)
+                            if (!($i > 9 && $i < 13)) exit 1 }' ||
+      fail "--model $m: the losses of its 3 steps: '$losses'" || return 1
+  done
+}
+
 bf16_last_chapter_diverged_run_stops() { diverges build/train_gpt2_bf16 "$(last_chapter)"; }
 bf16_last_chapter_stops_on_sigint() { stops_on_sigint build/train_gpt2_bf16 "$(last_chapter)"; }
 
@@ -192,4 +213,5 @@ check bf16_chapters_6_and_7_fit_an_untied_checkpoint
 check bf16_chapter_13_resumes_bit_identically
 check bf16_chapter_13_without_master_weights_resumes_bit_identically
 check bf16_chapter_13_resumes_across_the_fp8_switch_saying_so
+check bf16_every_gpt2_size_trains_a_few_steps
 finish
