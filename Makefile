@@ -93,6 +93,17 @@ $(ARCH_STAMP): ;
 KERNEL_OBJS := $(KERNEL_SRCS:%.cu=$(BUILD)/obj/%.o)
 LIBKERNELS  := $(BUILD)/libkernels.a
 CUDA_LIBS   := -L$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lcudart -lstdc++ -ldl -lpthread -lrt
+# NCCL (chapter 15, several GPUs): the toolkit's copy where it has one, else
+# the nvidia-nccl-cu13 wheel's, which PyTorch installs (found through
+# python3). Without either the trainers are built for one GPU, and say so
+# when a launcher asks for more (gpu_comm.h).
+NCCL_PY   := $(shell python3 -c 'import nvidia.nccl as n; print(n.__path__[0])' 2>/dev/null)
+NCCL_HOME ?= $(firstword $(foreach d,$(CUDA_HOME) $(NCCL_PY),$(if $(wildcard $(d)/include/nccl.h),$(d))))
+NCCL_LIB  := $(firstword $(wildcard $(NCCL_HOME)/lib64/libnccl.so.2 $(NCCL_HOME)/lib/libnccl.so.2))
+ifneq ($(NCCL_LIB),)
+CFLAGS    += -DWITH_NCCL -I$(NCCL_HOME)/include
+CUDA_LIBS += -L$(dir $(NCCL_LIB)) -l:libnccl.so.2 -Wl,-rpath,$(dir $(NCCL_LIB))
+endif
 
 # tests/gpu/: Criterion tests that call the kernels; they skip without a GPU.
 # Every file is built into both builds' test binaries, but *_bf16.c files
@@ -107,7 +118,7 @@ CPU_TEST_SRCS := $(wildcard tests/cpu/*.c)
 CPU_TEST_OBJS := $(CPU_TEST_SRCS:%.c=$(BUILD)/obj/%.o)
 CPU_TESTS     := $(BUILD)/tests/cpu_tests
 
-.PHONY: all deps deps-run data run train bench test test-cpu test-gpu test-shell gpu-tests-run bench-tokenizer clean
+.PHONY: all deps deps-run data run train train-multi bench test test-cpu test-gpu test-shell gpu-tests-run bench-tokenizer clean
 all: $(PROGRAMS)
 
 deps:
@@ -220,6 +231,19 @@ train: $(SHAKESPEARE) $(BUILD)/train_gpt2_fp32 $(BUILD)/train_gpt2_bf16
 	set -x; $(BUILD)/train_gpt2_$${prec:-fp32} --chapter $(CH) --data $(DATA)/tinyshakespeare \
 	  --encoder $(RAW)/gpt2_encoder.json --bpe $(RAW)/gpt2_vocab.bpe $(ARGS)
 # ANCHOR_END: make_train
+
+# ANCHOR: make_train_multi
+# make train-multi GPUS=N CH=M: chapter M on N GPUs of this host, one process
+# a GPU (tools/launch_local.sh, or `torchrun --no-python --nproc-per-node N`
+# with --nccl-id-file: chapter 15). ARGS as for make train; -b is per GPU.
+GPUS ?= 2
+train-multi: $(SHAKESPEARE) $(BUILD)/train_gpt2_fp32 $(BUILD)/train_gpt2_bf16
+	@prec=$$($(BUILD)/train_gpt2_fp32 --list-chapters | awk -v ch='$(CH)' \
+	         'NR > 1 && ch ~ /^[0-9]+$$/ && $$1 + 0 == ch + 0 {print $$2}'); \
+	set -x; bash tools/launch_local.sh $(GPUS) $(BUILD)/train_gpt2_$${prec:-fp32} \
+	  --chapter $(CH) --data $(DATA)/tinyshakespeare --encoder $(RAW)/gpt2_encoder.json \
+	  --bpe $(RAW)/gpt2_vocab.bpe $(ARGS)
+# ANCHOR_END: make_train_multi
 
 # Every chapter at the same settings, PyTorch beside them: results/<gpu>/.
 bench: $(BUILD)/train_gpt2_fp32 $(BUILD)/train_gpt2_bf16 $(SHAKESPEARE)

@@ -555,6 +555,39 @@ static void recompute_layer(const GPT2Gpu *model, Fp8Layers *f8, int l, const fl
 }
 // ANCHOR_END: recompute_layer
 
+// ---- chapter 15: the gradients' mean over the ranks ----------------------------------
+
+// ANCHOR: mean_layer_grads
+// Layer l's twelve gradient tensors, averaged over the ranks in one group of
+// all-reduces on the communication stream, while the backward pass goes on
+// to the layer below.
+static void mean_layer_grads(GPT2Gpu *model, int l) {
+    const size_t C = (size_t)model->config.channels;
+    const LayerWeights g = layer_weights(model->grads_of, l, C);
+    floatX *const ptrs[] = {g.ln1w, g.ln1b, g.qkvw,  g.qkvb, g.attprojw, g.attprojb,
+                            g.ln2w, g.ln2b, g.fcw,   g.fcb,  g.fcprojw,  g.fcprojb};
+    const size_t counts[] = {C, C, 3 * C * C, 3 * C, C * C,     C,
+                             C, C, 4 * C * C, 4 * C, 4 * C * C, C};
+    gpu_comm_mean_async(model->comm, model->ctx, ptrs, counts, 12);
+}
+// ANCHOR_END: mean_layer_grads
+
+// The tensors outside the layers (the embeddings, whose gradient is complete
+// only after the encoder's backward pass, and the final layernorm; lm_head
+// when untied), then the model's stream waits for every all-reduce: the
+// update reads the mean.
+static void mean_other_grads(GPT2Gpu *model) {
+    const int others[] = {PARAM_WTE, PARAM_WPE, PARAM_LNFW, PARAM_LNFB, PARAM_LM_HEAD};
+    floatX *ptrs[5];
+    size_t counts[5];
+    int n = 0;
+    for (int i = 0; i < 5; i++)
+        if (model->param_sizes[others[i]])
+            ptrs[n] = model->grads_of[others[i]], counts[n++] = model->param_sizes[others[i]];
+    gpu_comm_mean_async(model->comm, model->ctx, ptrs, counts, n);
+    gpu_comm_wait(model->comm, model->ctx);
+}
+
 // ---- backward --------------------------------------------------------------------
 
 static void backward_pass(GPT2Gpu *model, int zero_grads);
@@ -639,8 +672,10 @@ static void backward_pass(GPT2Gpu *model, int zero_grads) {
         ops->layernorm_backward(ctx, d->residual, dw.ln1w, dw.ln1b, scratch, d->ln, residual_in,
                                 w.ln1w, x.ln1_mean, x.ln1_rstd, B, T, C);
         // Chapter 14: the layer's gradients are complete; applied now, their
-        // buffer goes to the layer below.
+        // buffer goes to the layer below. Chapter 15: averaged over the ranks
+        // meanwhile.
         if (in_backward) gpt2_gpu_update_layer(model, l);
+        if (model->comm && model->sync_grads) mean_layer_grads(model, l);
         nvtxRangePop();
     }
     // ANCHOR_END: backward_layers
@@ -648,6 +683,7 @@ static void backward_pass(GPT2Gpu *model, int zero_grads) {
     ops->encoder_backward(ctx, g[PARAM_WTE], g[PARAM_WPE], d->residual, model->batch->buckets,
                           model->batch->num_buckets, B, T, C);
     if (in_backward) gpt2_gpu_update_layer(model, L);  // wte's gradient is complete only now
+    if (model->comm && model->sync_grads) mean_other_grads(model);
     nvtxRangePop();
 }
 

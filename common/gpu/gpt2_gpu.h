@@ -58,6 +58,7 @@
 #include "gpu/gpu_batch.h"
 #include "gpu_context.h"
 #include "gpu/gpu_ops.h"
+#include "gpu/gpu_comm.h"
 #include "gpu/optimizer_offload.h"
 #include "optim/optimizer.h"
 #include "precision.h"
@@ -121,6 +122,11 @@ typedef struct {
     float *norm_parts;          // device, L floats (--update-in-backward)
     AdamWConfig adamw_cfg;      // the step's betas, eps and decay, for the backward pass
     OptimizerOffload offload;   // --offload-optimizer's blocks, streams and events
+    // Chapter 15: the run's ranks (NULL: one GPU), and whether this backward
+    // pass averages the gradients over them (a step's last micro-batch's):
+    // each layer's as soon as they are complete, on the communication stream.
+    GpuComm *comm;
+    int sync_grads;
     // Chapter 13: the plan asks for FP8 GEMMs and the GPU has them
     // (ctx->fp8); else chapter 12's bf16 GEMMs run and fp8 is empty.
     int fp8_on;

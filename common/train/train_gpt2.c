@@ -286,9 +286,31 @@ static void usage_extra(void) {
            "                        allocated, naming the flags that make it fit; one that\n"
            "                        holds more while it runs stops (exit 1). With\n"
            "                        --fit-memory (chapter 14) a run that a higher --recompute\n"
-           "                        level makes fit takes the cheapest such level instead\n",
+           "                        level makes fit takes the cheapest such level instead\n"
+           "several GPUs (chapter 15): one process a GPU, started by torchrun --no-python,\n"
+           "mpirun, srun or make train-multi GPUS=N, whose variables name each one's rank\n"
+           "  --nccl-id-file PATH   where the processes meet: rank 0 writes NCCL's id there,\n"
+           "                        the others read it; a path that does not exist yet, on a\n"
+           "                        filesystem every host sees (required with several)\n"
+           "  --comm-timeout S      a rank that makes no progress for S seconds (another\n"
+           "                        rank stopped) stops too, saying so (default 300)\n",
            chapter_first_of_precision(PRECISION_NAME), PRECISION_NAME, PRECISION_NAME);
     fputs(EXIT_STATUS_HELP, stdout);
+}
+
+// Chapter 15: this process's place among the run's, from its launcher
+// (launch.h). The ranks but 0 train in silence: rank 0 prints and saves
+// for the run, and the others print only their errors.
+static int find_my_rank(TrainOptions *opt, char *err) {
+    if (launch_from_env(&opt->launch, err)) return -1;
+    if (opt->launch.world_size == 1) return 0;
+    if (!opt->nccl_id_file[0])
+        return fail(err, "%s started %d processes: they need --nccl-id-file PATH, where they "
+                         "meet (a path that does not exist yet)", opt->launch.by,
+                    opt->launch.world_size);
+    if (opt->launch.rank > 0 && !freopen("/dev/null", "w", stdout))
+        return fail(err, "rank %d: cannot silence its output", opt->launch.rank);
+    return 0;
 }
 
 // The defaults of the GPU trainer: GPT-2 124M at B=16, T=1024.
@@ -307,9 +329,10 @@ static TrainOptions gpu_defaults(void) {
     return o;
 }
 
-// Chapter 11's --grad-accum: a step is that many (B,T) batches.
+// Chapter 11's --grad-accum: a step is that many (B,T) batches; chapter
+// 15's ranks each take as many: the step's tokens are all of theirs.
 static double tokens_per_step(const TrainOptions *opt) {
-    return (double)opt->B * opt->T * opt->grad_accum;
+    return (double)opt->B * opt->T * opt->grad_accum * opt->launch.world_size;
 }
 
 static double median(double *x, int n) { return spread_of(x, n).median; }
@@ -436,6 +459,11 @@ static void report_steps(const ReportOptions *report, GpuTrainer *tr, Report *re
 static void save_checkpoint(GpuTrainer *tr, Report *rep, char *path, size_t cap,
                             int *saved_step) {
     char err[ERR_LEN];
+    // Chapter 15: every rank holds the same model and state; rank 0 writes them.
+    if (tr->opt.launch.rank != 0) {
+        *saved_step = tr->step;
+        return;
+    }
     if (gpu_trainer_save(tr, path, cap, err)) die("%s", err);
     printf("step %5d | saved %s\n", tr->step, path);
     *saved_step = tr->step;
@@ -469,12 +497,17 @@ static int train(const CommandLine *cl, const Tokenizer *tok) {
     struct cudaDeviceProp prop;
     CUDA_CHECK(cudaGetDeviceProperties(&prop, tr.ctx.device));
     double peak = report->peak_tflops > 0 ? report->peak_tflops : peak_bf16_tflops(prop.name);
+    // Chapter 15: the tokens a second are all the ranks', and so is the peak.
+    peak *= opt->launch.world_size;
     double flops_tok = flops_per_token(c, opt->T);
     const Chapter *ch = chapter_get(cl->chapter);
     printf("device: %s (compute capability %d.%d), %d SMs; %s; bf16 dense peak %s\n",
            prop.name, prop.major, prop.minor, prop.multiProcessorCount,
            tr.ctx.hopper ? "Hopper's wgmma kernels" : "the kernels of every GPU (no wgmma)",
            peak > 0 ? "known" : "unknown (MFU not shown; --peak-tflops sets it)");
+    if (opt->launch.world_size > 1)
+        printf("ranks: %d processes (%s), one a GPU, over NCCL; rank 0 prints and saves; B=%d "
+               "is each rank's\n", opt->launch.world_size, opt->launch.by, opt->B);
     printf("chapter %02d: %s\n", ch->number, ch->title);
 #ifdef PRECISION_BF16
     printf("precision: bf16 storage (%s); fp32 master weights, AdamW moments, layernorm "
@@ -559,7 +592,7 @@ static int train(const CommandLine *cl, const Tokenizer *tok) {
         save_checkpoint(&tr, &rep, path, sizeof path, &saved_step);
     double peak_mem = rep.peak_mem;
     if (opt->val_every > 0) print_val_loss(&tr);
-    if (report->bench_csv && log.n > 0)
+    if (report->bench_csv && log.n > 0 && opt->launch.rank == 0)
         write_bench_row(report, cl->chapter, &tr, &log, flops_tok, peak, peak_mem);
     if (prof) {
         if (gpu_profiler_report(prof, stdout, report->profile_csv, err)) die("%s", err);
@@ -580,7 +613,8 @@ int main(int argc, char **argv) {
     CommandLine cl = {.run = gpu_defaults(),
                       .chapter = chapter_first_of_precision(PRECISION_NAME),
                       .report = {.bench_warmup = 3}};
-    if (parse_command_line(&cl, argc, argv, err)) return bad_input(err);
+    if (parse_command_line(&cl, argc, argv, err) || find_my_rank(&cl.run, err))
+        return bad_input(err);
     if (cl.help) {
         TrainOptions defaults = gpu_defaults();
         train_options_usage(argv[0], &defaults);

@@ -148,9 +148,14 @@ static int fit_memory(GpuTrainer *tr, const GPT2Config *cfg, RunRequest *asked, 
     if (!memory_plan_fit(cfg, asked, &tr->budget, said, sizeof said)) return 0;
     printf("memory: %s\n", said);
     tr->opt.recompute = asked->recompute;
-    return run_plan_build(&tr->plan, &asked->switches, cfg->padded_vocab_size, asked->grad_accum,
-                          asked->recompute, !asked->no_master_weights, asked->update_in_backward,
-                          asked->offload_optimizer, err);
+    const RunPlan placed = tr->plan;  // its rank and GPU (chapter 15) stay
+    if (run_plan_build(&tr->plan, &asked->switches, cfg->padded_vocab_size, asked->grad_accum,
+                       asked->recompute, !asked->no_master_weights, asked->update_in_backward,
+                       asked->offload_optimizer, err))
+        return -1;
+    tr->plan.rank = placed.rank, tr->plan.world_size = placed.world_size;
+    tr->plan.device = placed.device;
+    return 0;
 }
 // ANCHOR_END: fit_memory
 
@@ -215,6 +220,51 @@ static void free_step_buffers(GpuTrainer *tr) {
     if (tr->readback.host) loss_readback_free(&tr->readback);
 }
 
+// ANCHOR: join_ranks
+// Chapter 15: the plan's rank among the launcher's processes, and its GPU:
+// the launcher's local rank, which this host must have.
+static int place_rank(RunPlan *plan, const TrainOptions *opt, char *err) {
+    const Launch *l = &opt->launch;
+    plan->rank = l->rank, plan->world_size = l->world_size, plan->device = l->local_rank;
+    if (l->world_size == 1) return 0;
+    const int gpus = gpu_device_count();
+    if (l->local_rank >= gpus)
+        return fail(err, "rank %d of %d is to run on GPU %d of its host (%s's local rank), and "
+                         "the host has %d: start at most %d processes a host", l->rank,
+                    l->world_size, l->local_rank, l->by, gpus, gpus);
+    if (opt->update_in_backward)
+        return fail(err, "--update-in-backward with %d ranks: a layer's update would wait for "
+                         "its gradients' mean over the ranks, and so would the backward pass "
+                         "behind it; run it on one GPU", l->world_size);
+    return 0;
+}
+
+// A hash of the command line as the run uses it, the launcher's variables
+// left out: what every rank must share (FNV-1a over the options' bytes,
+// which train_options_default zeroes first, padding included).
+static uint64_t options_hash(const TrainOptions *opt, const Optimizations *o) {
+    TrainOptions same = *opt;
+    memset(&same.launch, 0, sizeof same.launch);
+    uint64_t h = 1469598103934665603ull;
+    const unsigned char *parts[] = {(const unsigned char *)&same, (const unsigned char *)o};
+    const size_t sizes[] = {sizeof same, sizeof *o};
+    for (int p = 0; p < 2; p++)
+        for (size_t i = 0; i < sizes[p]; i++) h = (h ^ parts[p][i]) * 1099511628211ull;
+    return h;
+}
+
+// The ranks meet (gpu_comm.h) and check that they run the same command line.
+static int join_ranks(GpuTrainer *tr, const Optimizations *o, char *err) {
+    const RunPlan *plan = &tr->plan;
+    tr->ctx.rank = plan->rank, tr->ctx.world_size = plan->world_size;
+    if (gpu_comm_init(&tr->comm, &tr->ctx, plan->rank, plan->world_size, tr->opt.nccl_id_file,
+                      tr->opt.comm_timeout_s, err))
+        return -1;
+    return gpu_comm_same_everywhere(&tr->comm, &tr->ctx, options_hash(&tr->opt, o),
+                                    "command line", err);
+}
+// ANCHOR_END: join_ranks
+
 // The data, the weights, then the plan (which needs the model's shape), the
 // GPU the plan names and the memory it needs, the model, and the step's own
 // buffers; on a failure everything made so far is given back.
@@ -229,7 +279,8 @@ int gpu_trainer_init(GpuTrainer *tr, const TrainOptions *opt, const Optimization
     if (initial_params(opt, optim, &cfg, &params, err) ||
         run_plan_build(&tr->plan, optim, cfg.padded_vocab_size, opt->grad_accum, opt->recompute,
                        !opt->no_master_weights, opt->update_in_backward,
-                       opt->offload_optimizer, err)) {
+                       opt->offload_optimizer, err) ||
+        place_rank(&tr->plan, opt, err)) {
         free(params);
         dataloader_free(&tr->train);
         if (tr->has_val) dataloader_free(&tr->val);
@@ -238,8 +289,10 @@ int gpu_trainer_init(GpuTrainer *tr, const TrainOptions *opt, const Optimization
     const RunPlan *plan = &tr->plan;
     dataloader_set_rank(&tr->train, plan->rank, plan->world_size);
     gpu_context_init(&tr->ctx, plan->device);
-    if (check_memory(tr, optim, &cfg, err)) {
+    // Chapter 15 before the plan's check: NCCL's buffers are the GPU's too.
+    if (join_ranks(tr, optim, err) || check_memory(tr, optim, &cfg, err)) {
         free(params);
+        gpu_comm_free(&tr->comm);
         gpu_context_free(&tr->ctx);
         dataloader_free(&tr->train);
         if (tr->has_val) dataloader_free(&tr->val);
@@ -247,6 +300,7 @@ int gpu_trainer_init(GpuTrainer *tr, const TrainOptions *opt, const Optimization
     }
     gpt2_gpu_init(&tr->model, &tr->ctx, &cfg, params, opt->B, opt->T, plan);
     free(params);
+    if (plan->world_size > 1) tr->model.comm = &tr->comm;
     alloc_step_buffers(tr);
     if (opt->resume_from[0] && restore_state(tr, err)) {
         gpu_trainer_free(tr);
@@ -301,6 +355,7 @@ void gpu_trainer_free(GpuTrainer *tr) {
     free_step_buffers(tr);
     if (tr->workers_running) data_workers_stop(&tr->workers);
     gpt2_gpu_free(&tr->model);
+    gpu_comm_free(&tr->comm);
     gpu_context_free(&tr->ctx);
     dataloader_free(&tr->train);
     if (tr->has_val) dataloader_free(&tr->val);
@@ -406,6 +461,9 @@ static void micro_step_work(void *arg) {
         if (plan->device_schedule) gpt2_gpu_update_begin_scheduled(model, &opt->adamw, m->norm);
         else gpt2_gpu_update_begin(model, m->s->lr, &opt->adamw, m->s->step, m->norm);
     }
+    // Chapter 15: the last micro-batch's backward pass averages the
+    // gradients over the ranks as it completes them.
+    model->sync_grads = m->last;
     // The gradients: from zero at the first micro-batch, added after it.
     if (m->first) gpt2_gpu_backward(model);
     else gpt2_gpu_backward_add(model);
@@ -417,6 +475,9 @@ static void micro_step_work(void *arg) {
         plan->device_schedule
             ? gpt2_gpu_update_scheduled(model, &opt->adamw, opt->grad_clip, m->norm)
             : gpt2_gpu_update(model, m->s->lr, &opt->adamw, opt->grad_clip, m->s->step, m->norm);
+    // Chapter 15: the step's loss is the mean of the ranks' (the norm is the
+    // same on every rank: the mean's).
+    if (model->comm) gpu_comm_mean_floats(model->comm, model->ctx, m->loss, 1);
 }
 // ANCHOR_END: micro_step
 
@@ -520,6 +581,9 @@ int gpu_trainer_read_stats(GpuTrainer *tr, GpuStepStats *out) {
     if (n == 0) return 0;
     memcpy(out, tr->pending_stats, (size_t)n * sizeof *out);
     tr->pending = 0;
+    // Chapter 15: steps have finished, on every rank (each waited for the
+    // others' gradients): the watchdog's clock starts again.
+    gpu_comm_progress(&tr->comm);
     if (!tr->plan.async) return n;
     // ANCHOR: read_stats_async
     // The one wait: for the copy of the pending steps' losses and norms,

@@ -9,6 +9,7 @@
 #include "data/dataloader.h"
 #include "encoder.h"
 #include "gpu/gpt2_gpu.h"
+#include "gpu/gpu_comm.h"
 #include "gpu/loss_readback.h"
 #include "gpu/step_graph.h"
 #include "train/train_options.h"
@@ -30,6 +31,7 @@ typedef struct {
     TrainOptions opt;           // what to train, and for how long
     RunPlan plan;               // how: built once from the chapter's switches (run_plan.h)
     GpuContext ctx;
+    GpuComm comm;               // chapter 15: this rank's NCCL communicator (one rank: empty)
     GPT2Gpu model;
     DataLoader train, val;
     int has_val;

@@ -36,6 +36,8 @@ TrainOptions train_options_default(void) {
     o.checkpoint_every = 0;
     snprintf(o.checkpoint_dir, sizeof o.checkpoint_dir, "build/checkpoints");
     o.log_every = 1;
+    o.launch = (Launch){0, 1, 0, "none"};  // one process; the GPU trainer asks its launcher
+    o.comm_timeout_s = 300;
     return o;
 }
 
@@ -285,6 +287,8 @@ static const FlagSpec FLAGS[] = {
     {"--checkpoint-dir", NULL, FLAG_TEXT, FIELD(checkpoint_dir), 0, 0, GIVEN_CHECKPOINT_DIR},
     {"--resume", NULL, FLAG_TEXT, FIELD(resume_from), 0, 0, 0},
     {"--log-every", NULL, FLAG_INT, FIELD(log_every), 1, MANY, 0},
+    {"--nccl-id-file", NULL, FLAG_TEXT, FIELD(nccl_id_file), 0, 0, 0},
+    {"--comm-timeout", NULL, FLAG_FLOAT, FIELD(comm_timeout_s), 1, 1e6, 0},
 };
 
 static const FlagSpec *find_flag(const char *arg) {

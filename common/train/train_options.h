@@ -10,6 +10,7 @@
 
 #include "model/gpt2_config.h"
 #include "optim/optimizer.h"
+#include "train/launch.h"
 #include "train/recompute.h"
 
 typedef struct {
@@ -44,6 +45,10 @@ typedef struct {
     char checkpoint_dir[512];
     char resume_from[512];   // DIR/model_NNNNNN.bin, or a DIR (prepare_run resolves it)
     int log_every;
+    // several GPUs (chapter 15)
+    Launch launch;           // this process's rank, world and GPU: the launcher's (launch.h)
+    char nccl_id_file[512];  // --nccl-id-file: where the ranks meet (rendezvous.h)
+    float comm_timeout_s;    // --comm-timeout: the most seconds a rank waits without progress
     unsigned given;          // which flags the command line gave: GIVEN_* bits
 } TrainOptions;
 
