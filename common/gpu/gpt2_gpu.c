@@ -575,8 +575,15 @@ static void mean_layer_grads(GPT2Gpu *model, int l) {
 // The tensors outside the layers (the embeddings, whose gradient is complete
 // only after the encoder's backward pass, and the final layernorm; lm_head
 // when untied), then the model's stream waits for every all-reduce: the
-// update reads the mean.
+// update reads the mean. Without --overlap-comm, every gradient here, in
+// one all-reduce of the whole buffer, which nothing then overlaps.
 static void mean_other_grads(GPT2Gpu *model) {
+    if (!model->plan.overlap_comm) {
+        floatX *const all = model->grads;
+        gpu_comm_mean_async(model->comm, model->ctx, &all, &model->num_params, 1);
+        gpu_comm_wait(model->comm, model->ctx);
+        return;
+    }
     const int others[] = {PARAM_WTE, PARAM_WPE, PARAM_LNFW, PARAM_LNFB, PARAM_LM_HEAD};
     floatX *ptrs[5];
     size_t counts[5];
@@ -675,7 +682,8 @@ static void backward_pass(GPT2Gpu *model, int zero_grads) {
         // buffer goes to the layer below. Chapter 15: averaged over the ranks
         // meanwhile.
         if (in_backward) gpt2_gpu_update_layer(model, l);
-        if (model->comm && model->sync_grads) mean_layer_grads(model, l);
+        if (model->comm && model->sync_grads && model->plan.overlap_comm)
+            mean_layer_grads(model, l);
         nvtxRangePop();
     }
     // ANCHOR_END: backward_layers

@@ -131,8 +131,10 @@ int run_plan_build(RunPlan *plan, const Optimizations *o, int Vp, int micro_batc
     plan->micro_batches = micro_batches;
     plan->device_schedule = o->cuda_graphs || micro_batches > 1;
     plan->phase_events = !o->cuda_graphs && micro_batches == 1;
-    // One GPU: the first the process sees.
+    // One GPU: the first the process sees (the trainer places a rank of
+    // several: train_gpu.c's place_rank).
     plan->rank = 0, plan->world_size = 1, plan->device = GPU_FIRST_DEVICE;
+    plan->overlap_comm = o->overlap_comm;
     return 0;
 }
 // ANCHOR_END: run_plan_build

@@ -54,6 +54,8 @@ typedef struct {
     int phase_events;      // forward, backward and update timed apart (no graphs, one micro-batch)
     // The GPUs: this process's rank of world_size, on its device.
     int rank, world_size, device;
+    int overlap_comm;      // 15: each layer's gradients averaged over the ranks during the
+                           // backward pass (else all of them after it, in one all-reduce)
 } RunPlan;
 // ANCHOR_END: run_plan
 

@@ -28,6 +28,7 @@ static const Chapter CHAPTERS[] = {
     {12, "12_fast_attention", "Attention at Hopper's pace", "bf16"},
     {13, "13_fp8", "FP8 GEMMs", "bf16"},
     {14, "14_largest_model", "The largest GPT-2 a small card can train", "bf16"},
+    {15, "15_multi_gpu", "Several GPUs", "bf16"},
 };
 
 typedef struct {
@@ -67,6 +68,10 @@ static const SwitchRow SWITCHES[] = {
     // A run over its memory budget takes the cheapest --recompute level that
     // fits, instead of being refused: any build (both recompute).
     {{"fit-memory", 14, "any"}, offsetof(Optimizations, fit_memory)},
+    // How the gradients' mean over several GPUs is taken: a layer at a time,
+    // as the backward pass completes them, beside it (any build; with one
+    // GPU there is nothing to average, and it changes nothing).
+    {{"overlap-comm", 15, "any"}, offsetof(Optimizations, overlap_comm)},
 };
 // ANCHOR_END: chapter_table
 #define NUM_CHAPTERS ((int)(sizeof CHAPTERS / sizeof CHAPTERS[0]))

@@ -56,6 +56,8 @@ typedef struct {
     int fast_attention;  // 12: Hopper's flash attention: TMA, warp specialization, overlap (v4)
     int fp8;             // 13: the linear layers' GEMMs on FP8 operands, with delayed scales
     int fit_memory;      // 14: a run over its budget takes the cheapest --recompute level that fits
+    int overlap_comm;    // 15: on several GPUs, each layer's gradients averaged over the ranks
+                         //     while the backward pass goes on (else all of them after it)
 } Optimizations;
 
 typedef struct {

@@ -235,3 +235,21 @@ Test(chapters, chapter_14_adds_fit_memory) {
     apply_model_switches(&o14, &c14);
     cr_assert(memcmp(&c13, &c14, sizeof c13) == 0);
 }
+
+// Chapter 15 is chapter 14 plus overlap-comm, a switch of any build: on
+// several GPUs each layer's gradients are averaged over the ranks while the
+// backward pass goes on; on one GPU there is nothing to average, and it is
+// chapter 14 (train_gpu.c, gpt2_gpu.c's mean_layer_grads).
+Test(chapters, chapter_15_adds_overlap_comm) {
+    const Chapter *ch = chapter_get(15);
+    cr_assert(ch != NULL);
+    cr_assert_str_eq(ch->slug, "15_multi_gpu");
+    cr_assert_str_eq(ch->precision, "bf16");
+    cr_assert_str_eq(chapter_switch(15)->name, "overlap-comm");
+    cr_assert_str_eq(chapter_switch(15)->precision, "any");
+    Optimizations fourteen = chapter_optimizations(14), fifteen = chapter_optimizations(15);
+    cr_assert(fourteen.overlap_comm == 0 && fifteen.overlap_comm == 1);
+    char err[ERR_LEN] = "";
+    cr_assert_eq(optimizations_apply_flag(&fifteen, "--no-overlap-comm", "bf16", err), 1);
+    cr_assert(memcmp(&fourteen, &fifteen, sizeof fourteen) == 0, "--no-overlap-comm is 14");
+}

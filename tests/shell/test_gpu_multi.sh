@@ -12,6 +12,12 @@
 #  - launched by torchrun --no-python (where PyTorch is), by mpirun's and
 #    srun's variables set by hand, and over NCCL's sockets instead of NVLink
 #    (what a network between hosts is), the same run trains the same steps;
+#  - the overlap (chapter 15's switch) changes when the gradients are
+#    averaged, not what: with 2 ranks each value's mean is (a + b) / 2
+#    whichever all-reduce takes it, so --no-overlap-comm trains the same bits;
+#  - a checkpoint moves between GPU counts: 2 GPUs' step 3 resumed on 1 GPU
+#    with --grad-accum 2, and the reverse, train steps 4-6 as the run that
+#    never stopped does, within bf16's tolerance;
 #  - a rank on a GPU its host does not have, a rank whose command line
 #    differs, a rank that is killed: the others stop, saying why, not hang.
 source "$(dirname "$0")/lib.sh"
@@ -57,6 +63,40 @@ two_gpus_give_the_same_bits_run_to_run() {
   cmp "$work/a/model_000006.bin" "$work/b/model_000006.bin" &&
     cmp "$work/a/state_000006.bin" "$work/b/state_000006.bin" ||
     fail "the checkpoints differ"
+}
+
+the_overlap_changes_when_not_what() {
+  expect_status 0 bash tools/launch_local.sh 2 $trainer $(small) --checkpoint-every 6 \
+    --checkpoint-dir "$work/on" || return 1
+  numbers "$work/out" >"$work/on.numbers"
+  expect_status 0 bash tools/launch_local.sh 2 $trainer $(small) --no-overlap-comm \
+    --checkpoint-every 6 --checkpoint-dir "$work/off" || return 1
+  numbers "$work/out" >"$work/off.numbers"
+  cmp "$work/on.numbers" "$work/off.numbers" && cmp "$work/on/model_000006.bin" \
+    "$work/off/model_000006.bin" || fail "--no-overlap-comm trained other bits"
+}
+
+# moved FROM TO: a run on FROM (its launch command) saved at step 3 and
+# resumed on TO, against FROM's own steps 4-6.
+moved() {
+  expect_status 0 $1 $trainer $(small) --checkpoint-every 3 --checkpoint-dir "$work/from" ||
+    return 1
+  numbers "$work/out" | tail -3 >"$work/straight"
+  expect_status 0 $2 $trainer $(small) --resume "$work/from/model_000003.bin" \
+    --checkpoint-dir "$work/to" || return 1
+  numbers "$work/out" >"$work/resumed"
+  [ "$(wc -l <"$work/resumed")" = 3 ] || fail "resumed: $(cat "$work/resumed")" || return 1
+  within "$work/resumed" "$work/straight" 0.01 >"$work/diff" ||
+    fail "resumed from $1 on $2: $(head -3 "$work/diff")"
+  rm -rf "$work/from" "$work/to"
+}
+
+# One GPU with --grad-accum 2 is the launch command "with_two_micro_batches".
+with_two_micro_batches() { "$@" --grad-accum 2; }
+
+checkpoints_move_between_gpu_counts() {
+  moved "bash tools/launch_local.sh 2" with_two_micro_batches &&
+    moved with_two_micro_batches "bash tools/launch_local.sh 2"
 }
 
 # by_hand VARS_OF_RANK_0 VARS_OF_RANK_1: the two processes started with the
@@ -139,5 +179,7 @@ fi
 check two_gpus_train_what_one_trains_with_two_micro_batches
 check two_gpus_give_the_same_bits_run_to_run
 check every_launcher_trains_the_same_steps
+check the_overlap_changes_when_not_what
+check checkpoints_move_between_gpu_counts
 check bad_set_ups_are_answered_not_hung
 finish

@@ -1,9 +1,13 @@
-// launch.c: see launch.h.
+// launch.c: chapter 15's exercise: which of several processes this one is,
+// from the variables its launcher set (common/train/launch.h says what it
+// must return). solutions/15_multi_gpu/ has it complete;
+// exercises/15_multi_gpu/ has the body of launch_from cut out.
 #include "train/launch.h"
 
 #include <errno.h>
 #include <stdlib.h>
 
+#include "exercise.h"
 #include "util/util.h"
 
 typedef struct {
@@ -31,8 +35,11 @@ static int read_int(EnvReader read, void *arg, const char *name, int lowest, int
     return 0;
 }
 
+// ANCHOR: launch_from
 int launch_from(Launch *out, EnvReader read, void *arg, char *err) {
     *out = (Launch){0, 1, 0, "none"};
+    // EXERCISE BEGIN: for each launcher of LAUNCHERS in order: skip it when neither its rank nor its size variable is set (read(name, arg) is NULL); one without the other is an error; else read both with read_int (size from 1, rank from 0), refuse a rank >= the size, take the local rank when it is set (else the rank), set out->by, and return 0
+    // EXERCISE STUB: (void)read, (void)arg, (void)err, (void)read_int, (void)LAUNCHERS;  // every process is rank 0 of 1
     for (size_t i = 0; i < sizeof LAUNCHERS / sizeof LAUNCHERS[0]; i++) {
         const LauncherVars *v = &LAUNCHERS[i];
         const int has_rank = read(v->rank, arg) != NULL, has_size = read(v->size, arg) != NULL;
@@ -53,8 +60,11 @@ int launch_from(Launch *out, EnvReader read, void *arg, char *err) {
             return -1;
         return 0;
     }
+    // EXERCISE END
+    // EXERCISE LAUNCH-CHECK: reading the launcher's variables
     return 0;
 }
+// ANCHOR_END: launch_from
 
 static const char *read_getenv(const char *name, void *arg) {
     (void)arg;
