@@ -207,21 +207,26 @@ Test(memory_plan_host, no_master_weights_plans_4_bytes_a_parameter_less) {
 }
 
 #ifdef PRECISION_BF16
-// The chapter's point: GPT-2 XL at B=4, T=1024 in a 16 GiB budget. Recompute
-// and the 8-bit moments alone are not enough; without master weights too
-// it fits, and a refusal with the two on names --no-master-weights.
-// Chapter 14's --update-in-backward keeps the gradients of the tensors
-// outside the layers and of one layer: at GPT-2 XL, 47 layers' fewer.
-Test(memory_plan_host, update_in_backward_plans_one_layer_of_gradients) {
+// GPT-2 XL at B=4 in the build's last chapter, planned as asked (*before)
+// and with one of chapter 14's two layer tools on (*after).
+static GPT2Config xl_b4_plans(int update_in_backward, int offload, MemoryPlan *before,
+                              MemoryPlan *after) {
     const int ch = chapter_count() - 1;
     const GPT2Config c = gpt2_sized(ch, 48, 25, 1600);
     RunRequest asked = asked_in(ch);
     asked.B = 4;
-    MemoryPlan all, one;
     char err[ERR_LEN] = "";
-    cr_assert_eq(memory_plan_request(&c, &asked, &all, err), 0, "%s", err);
-    asked.update_in_backward = 1;
-    cr_assert_eq(memory_plan_request(&c, &asked, &one, err), 0, "%s", err);
+    cr_assert_eq(memory_plan_request(&c, &asked, before, err), 0, "%s", err);
+    asked.update_in_backward = update_in_backward, asked.offload_optimizer = offload;
+    cr_assert_eq(memory_plan_request(&c, &asked, after, err), 0, "%s", err);
+    return c;
+}
+
+// Chapter 14's --update-in-backward keeps the gradients of the tensors
+// outside the layers and of one layer: at GPT-2 XL, 47 layers' fewer.
+Test(memory_plan_host, update_in_backward_plans_one_layer_of_gradients) {
+    MemoryPlan all, one;
+    const GPT2Config c = xl_b4_plans(1, 0, &all, &one);
     size_t sizes[NUM_PARAM_TENSORS];
     gpt2_param_sizes(&c, sizes);
     size_t per_layer = 0;
@@ -236,16 +241,9 @@ Test(memory_plan_host, update_in_backward_plans_one_layer_of_gradients) {
 // Chapter 14's --offload-optimizer keeps two layers' moments on the GPU and
 // the rest's: at GPT-2 XL with 8-bit moments, 46 layers' fewer.
 Test(memory_plan_host, offload_plans_two_layers_of_moments_and_the_rest) {
-    const int ch = chapter_count() - 1;
-    const GPT2Config c = gpt2_sized(ch, 48, 25, 1600);
-    RunRequest asked = asked_in(ch);
-    asked.B = 4;
     MemoryPlan gpu, host;
-    char err[ERR_LEN] = "";
-    cr_assert_eq(memory_plan_request(&c, &asked, &gpu, err), 0, "%s", err);
-    asked.offload_optimizer = 1;
-    cr_assert_eq(memory_plan_request(&c, &asked, &host, err), 0, "%s", err);
-    const AdamLayout l = adam_layout_for(&c, asked.switches.adamw_8bit);
+    const GPT2Config c = xl_b4_plans(0, 1, &gpu, &host);
+    const AdamLayout l = adam_layout_for(&c, chapter_optimizations(chapter_count() - 1).adamw_8bit);
     const StateBlock layer = state_block_for(&c, &l, 0), rest = state_block_for(&c, &l, 1);
     cr_assert_eq(host.adam_fp32 + host.adam_8bit, 0);
     cr_assert_eq(host.adam_offload, 2 * layer.bytes + rest.bytes);
@@ -255,6 +253,9 @@ Test(memory_plan_host, offload_plans_two_layers_of_moments_and_the_rest) {
     cr_assert_lt(host.total, gpu.total - 45 * layer.bytes, "46 layers' moments fewer");
 }
 
+// The chapter's point: GPT-2 XL at B=4, T=1024 in a 16 GiB budget. Recompute
+// and the 8-bit moments alone are not enough; without master weights too
+// it fits, and a refusal with the two on names --no-master-weights.
 Test(memory_plan_host, gpt2_xl_at_b4_fits_16_gib_without_master_weights) {
     const int ch = chapter_count() - 1;
     const GPT2Config c = gpt2_sized(ch, 48, 25, 1600);
