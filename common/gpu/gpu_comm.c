@@ -74,18 +74,19 @@ static void *watch(void *arg) {
         pthread_mutex_lock(&c->lock);
         const int watching = c->watching;
         const double idle = now_s() - c->last_progress;
+        ncclComm_t comm = comm_of(c);  // NULL while the ranks are still joining
         pthread_mutex_unlock(&c->lock);
         if (!watching) return NULL;
         ncclResult_t async = ncclSuccess;
-        ncclCommGetAsyncError(comm_of(c), &async);
+        if (comm) ncclCommGetAsyncError(comm, &async);
         if (async == ncclSuccess && idle <= c->timeout_s) continue;
         if (async != ncclSuccess)
             fprintf(stderr, "error: rank %d of %d: NCCL reports %s: stopping\n", c->rank,
                     c->world_size, ncclGetErrorString(async));
         else
             fprintf(stderr, "error: rank %d of %d: no progress in %.0f s (--comm-timeout): "
-                            "another rank has stopped, or waits elsewhere: stopping\n",
-                    c->rank, c->world_size, c->timeout_s);
+                            "another rank has stopped, never came, or waits elsewhere: "
+                            "stopping\n", c->rank, c->world_size, c->timeout_s);
         _exit(1);
     }
 }
@@ -104,15 +105,18 @@ int gpu_comm_init(GpuComm *c, const GpuContext *ctx, int rank, int world_size,
     } else if (rendezvous_wait(id_path, &id, sizeof id, timeout_s, err)) {
         return -1;
     }
-    // The watchdog covers the joining too: a rank that never comes.
+    // The watchdog covers the joining too: a rank that never comes, or a
+    // rank that read a gone run's id before rank 0 could refuse the file.
     pthread_mutex_init(&c->lock, NULL);
     c->last_progress = now_s();
     c->watching = 1;
+    pthread_create(&c->watchdog, NULL, watch, c);
     ncclComm_t comm;
     CUDA_CHECK(cudaSetDevice(ctx->device));
     NCCL_CHECK(ncclCommInitRank(&comm, world_size, id, rank));
+    pthread_mutex_lock(&c->lock);
     c->nccl = comm;
-    pthread_create(&c->watchdog, NULL, watch, c);
+    pthread_mutex_unlock(&c->lock);
     // Every rank has read the id: it has served its purpose.
     if (rank == 0) remove(id_path);
     CUDA_CHECK(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));

@@ -228,7 +228,11 @@ static int place_rank(RunPlan *plan, const TrainOptions *opt, char *err) {
     plan->rank = l->rank, plan->world_size = l->world_size, plan->device = l->local_rank;
     if (l->world_size == 1) return 0;
     const int gpus = gpu_device_count();
-    if (l->local_rank >= gpus)
+    // A process that sees one GPU runs on it, whatever its local rank: its
+    // launcher gave it that one (srun --gpus-per-task=1, or a
+    // CUDA_VISIBLE_DEVICES of its own).
+    if (gpus == 1) plan->device = 0;
+    else if (l->local_rank >= gpus)
         return fail(err, "rank %d of %d is to run on GPU %d of its host (%s's local rank), and "
                          "the host has %d: start at most %d processes a host", l->rank,
                     l->world_size, l->local_rank, l->by, gpus, gpus);
@@ -243,7 +247,8 @@ static int place_rank(RunPlan *plan, const TrainOptions *opt, char *err) {
 // left out: what every rank must share (FNV-1a over the options' bytes,
 // which train_options_default zeroes first, padding included).
 static uint64_t options_hash(const TrainOptions *opt, const Optimizations *o) {
-    TrainOptions same = *opt;
+    TrainOptions same;
+    memcpy(&same, opt, sizeof same);  // every byte, the zeroed padding too
     memset(&same.launch, 0, sizeof same.launch);
     uint64_t h = 1469598103934665603ull;
     const unsigned char *parts[] = {(const unsigned char *)&same, (const unsigned char *)o};
@@ -582,9 +587,12 @@ int gpu_trainer_read_stats(GpuTrainer *tr, GpuStepStats *out) {
     memcpy(out, tr->pending_stats, (size_t)n * sizeof *out);
     tr->pending = 0;
     // Chapter 15: steps have finished, on every rank (each waited for the
-    // others' gradients): the watchdog's clock starts again.
-    gpu_comm_progress(&tr->comm);
-    if (!tr->plan.async) return n;
+    // others' gradients), once their numbers are here: the watchdog's clock
+    // starts again.
+    if (!tr->plan.async) {
+        gpu_comm_progress(&tr->comm);
+        return n;
+    }
     // ANCHOR: read_stats_async
     // The one wait: for the copy of the pending steps' losses and norms,
     // queued after all of their work.
@@ -603,6 +611,7 @@ int gpu_trainer_read_stats(GpuTrainer *tr, GpuStepStats *out) {
         out[i].optimizer_ms = event_ms(ev[2], ev[3]);
     }
     // ANCHOR_END: read_stats_async
+    gpu_comm_progress(&tr->comm);
     return n;
 }
 

@@ -235,4 +235,16 @@
 #define TOL_ADAMW8BIT_NORM_RATIO 1e-2
 // ANCHOR_END: adamw8bit_tolerance
 
+// ANCHOR: ranks_tolerance
+// Chapter 15: N GPUs at B sequences each against one GPU at B with
+// --grad-accum N (the same sequences a step), every step's loss and
+// gradient norm, relative (tests/shell/test_gpu_multi.sh reads this line).
+// The two take the same mean of N gradients, in other orders of rounding:
+// the ranks' bf16 gradients averaged by NCCL's all-reduce, against the
+// micro-batches' gradients summed in bf16 and scaled: bf16's rounding of a
+// sum, 2^-9 relative, on every gradient, and through the steps after the
+// first on the weights too. 1e-2, DESIGN.md's 1% for bf16 values.
+#define TOL_RANKS_VS_MICRO_BATCHES 1e-2
+// ANCHOR_END: ranks_tolerance
+
 #endif

@@ -31,6 +31,9 @@ small() {
     --val-every 0 --sample-tokens 0 --log-every 1 --comm-timeout 60
 }
 
+# The relative tolerance of the runs against each other (tolerances.h says why).
+tol=$(sed -n 's/^#define TOL_RANKS_VS_MICRO_BATCHES \([0-9.e-]*\).*/\1/p' common/util/tolerances.h)
+
 # The step lines' loss and norm, one step a line: "loss norm".
 numbers() { sed -n 's/^step *[0-9]*\/[0-9]* | loss \([^ ]*\) | lr [^|]*| norm \([^ ]*\) .*/\1 \2/p' "$1"; }
 
@@ -48,7 +51,7 @@ two_gpus_train_what_one_trains_with_two_micro_batches() {
   expect_status 0 $trainer $(small) --grad-accum 2 || return 1
   numbers "$work/out" >"$work/one"
   [ "$(wc -l <"$work/two")" = 6 ] || fail "2 GPUs: $(cat "$work/two")" || return 1
-  within "$work/two" "$work/one" 0.01 >"$work/diff" ||
+  within "$work/two" "$work/one" "$tol" >"$work/diff" ||
     fail "2 GPUs against --grad-accum 2: $(head -3 "$work/diff")"
 }
 
@@ -86,7 +89,7 @@ moved() {
     --checkpoint-dir "$work/to" || return 1
   numbers "$work/out" >"$work/resumed"
   [ "$(wc -l <"$work/resumed")" = 3 ] || fail "resumed: $(cat "$work/resumed")" || return 1
-  within "$work/resumed" "$work/straight" 0.01 >"$work/diff" ||
+  within "$work/resumed" "$work/straight" "$tol" >"$work/diff" ||
     fail "resumed from $1 on $2: $(head -3 "$work/diff")"
   rm -rf "$work/from" "$work/to"
 }
@@ -134,7 +137,7 @@ every_launcher_trains_the_same_steps() {
   NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_SOCKET_IFNAME=lo \
     expect_status 0 bash tools/launch_local.sh 2 $trainer $(small) || return 1
   numbers "$work/out" >"$work/sockets"
-  within "$work/sockets" "$work/ours" 0.01 >"$work/diff" ||
+  within "$work/sockets" "$work/ours" "$tol" >"$work/diff" ||
     fail "over sockets: $(head -3 "$work/diff")"
 }
 
