@@ -35,6 +35,15 @@
 # chapter 14's rows, GPT-2 medium (B=8) and XL (B=4) in our trainer's memory
 # budget and in PyTorch's eager recipe, plain, checkpointed, and with 8-bit
 # AdamW; `APPEND=1 SIZES=only bash tools/bench.sh` adds them to a session.
+# GPUS (unset: one GPU, as above; N >= 2: also, after all the rest, chapter
+# 15's rows on several GPUs of this machine): the last chapter at B per GPU
+# on 1, 2, 4, ... GPUs up to N (and N), through tools/launch_local.sh (one
+# GPU: the trainer alone), labelled ch15-g1, ch15-g2, ...; and PyTorch's best
+# recipe in DistributedDataParallel under torchrun on 1 and N GPUs
+# (pytorch-ddp-g1, pytorch-ddp-gN) and with ZeRO-1 on N (pytorch-ddp-zero-gN);
+# each row's tok/s is the total over its GPUs. The files go to
+# results/<gpu>xN unless RESULTS says otherwise. The multi-GPU rows alone:
+# `GPUS=2 CHAPTERS=none EXTRAS=0 HEADLINE=0 PYTORCH_ONLY=-ddp- bash tools/bench.sh`.
 #
 # Each chapter runs in the trainer built for its precision: the chapter
 # table (--list-chapters: chapter, precision, switch, title) says which.
@@ -44,6 +53,17 @@ cd "$(dirname "$0")/.."
 if ! nvidia-smi -L >/dev/null 2>&1; then
   echo "bench: no GPU here (nvidia-smi finds none): nothing was measured or written" >&2
   exit 1
+fi
+GPUS=${GPUS:-}
+if [ -n "$GPUS" ]; then
+  if ! [[ $GPUS =~ ^[0-9]+$ ]] || [ "$GPUS" -lt 2 ]; then
+    echo "bench: GPUS=$GPUS: the number of GPUs of the multi-GPU rows, 2 or more (unset: none)" >&2
+    exit 1
+  fi
+  if [ "$(nvidia-smi -L | grep -c '^GPU ')" -lt "$GPUS" ]; then
+    echo "bench: GPUS=$GPUS, but nvidia-smi lists $(nvidia-smi -L | grep -c '^GPU ') GPU(s): nothing was measured or written" >&2
+    exit 1
+  fi
 fi
 B=${B:-16} T=${T:-1024} STEPS=${STEPS:-25} WARMUP=${WARMUP:-5} LARGE_B=${LARGE_B:-32} HEAD_B=${HEAD_B:-64}
 TRAINER_FP32=${TRAINER_FP32:-build/train_gpt2_fp32} TRAINER_BF16=${TRAINER_BF16:-build/train_gpt2_bf16}
@@ -73,7 +93,8 @@ trainer_for() {  # chapter -> the trainer binary of its precision
 gpu_name=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
 slug=$(echo "$gpu_name" | grep -oiE 'H100|H200|A100|L40S|L4|RTX ?[0-9]+' | head -1 | tr 'A-Z ' 'a-z_')
 slug=${slug:-$(echo "$gpu_name" | tr 'A-Z ' 'a-z_')}
-out=${RESULTS:-results/$slug}
+# Several GPUs (GPUS) are another machine than one: results/h100x2, say.
+out=${RESULTS:-results/$slug${GPUS:+x$GPUS}}
 mkdir -p "$out/logs"
 csv=$out/results.csv
 if [ "$APPEND" != 1 ] || [ ! -f "$csv" ]; then
@@ -116,6 +137,21 @@ if [ "$PYTORCH" != 0 ] && [ "$last" -ge 13 ]; then
   [ -z "$torchao_missing" ] || { torchao_site=; torchao_note="none: the float8 and 8-bit AdamW rows were skipped ($torchao_missing)"; }
 fi
 
+# GPUS: the GPU counts of chapter 15's rows, 1, 2, 4, ... up to GPUS, and
+# GPUS itself; and what the multi-GPU part runs, for environment.txt.
+gpu_counts() {
+  local k=1
+  while [ "$k" -lt "$GPUS" ]; do echo "$k"; k=$((k * 2)); done
+  echo "$GPUS"
+}
+ddp_recipe=compile-bf16-sdpa-vocab-tied-fused-lossonly  # PyTorch's best, in DDP
+multi_gpu_note() {
+  local ran=
+  [ "$OURS" = 1 ] && ran="our last chapter on $(echo $(gpu_counts)) GPUs (ch15-gK, tools/launch_local.sh)"
+  [ "$PYTORCH" = 1 ] && ran="${ran:+$ran; }PyTorch's $ddp_recipe in DDP under torchrun on 1 and $GPUS GPUs and with --zero on $GPUS (pytorch-ddp-gK, pytorch-ddp-zero-g$GPUS${PYTORCH_ONLY:+: those matching $PYTORCH_ONLY})"
+  echo "$GPUS of the $(nvidia-smi -L | grep -c '^GPU ') GPUs that nvidia-smi lists, B=$B per GPU: ${ran:-nothing (OURS=$OURS, PYTORCH=$PYTORCH)}"
+}
+
 [ "$APPEND" = 1 ] || {
   echo "gpu: $gpu_name"
   echo "driver: $(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -1)"
@@ -126,18 +162,23 @@ fi
   # COMMIT names the code when the tree was copied without its .git folder.
   echo "commit: ${COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}"
   echo "settings: B=$B T=$T steps=$STEPS warmup=$WARMUP large_B=$LARGE_B head_B=$HEAD_B; data TinyShakespeare (ours), random tokens (PyTorch)"
+  [ -z "$GPUS" ] || echo "gpus: $(multi_gpu_note)"
 } > "$out/environment.txt"
 
 # One trainer run; a failure (out of memory at the large batch) or a run
 # refused for memory (its plan over --memory-limit) is reported, and the
-# benchmark goes on.
+# benchmark goes on. With ranks=K (K >= 2) set by the caller, the run is K
+# processes, one a GPU, started by tools/launch_local.sh (chapter 15): b is
+# each one's batch, and rank 0 writes the row, its tok/s the total.
 ours() {  # label, batch, chapter, flags...
   local label=$1 b=$2 ch=$3; shift 3
   local trainer log=$out/logs/$label.txt; trainer=$(trainer_for "$ch")
-  echo "== $label (B=$b, $trainer): log in $log =="
-  "$trainer" --chapter "$ch" "$@" -b "$b" -t "$T" --steps "$STEPS" --val-every 0 --sample-tokens 0 \
+  local run=("$trainer")
+  [ "${ranks:-1}" = 1 ] || run=(bash tools/launch_local.sh "$ranks" "$trainer")
+  echo "== $label (B=$b, ${run[*]}): log in $log =="
+  "${run[@]}" --chapter "$ch" "$@" -b "$b" -t "$T" --steps "$STEPS" --val-every 0 --sample-tokens 0 \
     --log-every 1 --bench-csv "$csv" --bench-warmup "$WARMUP" --bench-label "$label" \
-    > "$log" 2>&1 || echo "!! $label at B=$b $(grep -q 'does not fit' "$log" && echo refused || echo failed): $(tail -1 "$log")"
+    > "$log" 2>&1 || echo "!! $label at B=$b $(grep -q 'does not fit' "$log" && echo refused || echo failed): $(grep -v '^launch_local:' "$log" | tail -1)"
   grep '^bench:' "$log"
 }
 
@@ -156,6 +197,10 @@ profile() {  # chapter [batch]
   grep '^profile:' "$out/logs/$label-profile.txt" | head -12
 }
 
+# One PyTorch row. With nproc=K set by the caller, K processes, one a GPU,
+# under torchrun (the torchrun of PYTHON's torch: python -m
+# torch.distributed.run), in DistributedDataParallel: the output goes to
+# logs/<label>.txt, and rank 0 writes the row, its tok/s the total.
 pytorch() {  # label, batch, mode, more of pytorch_reference.py's flags...
   [ "$PYTORCH" = 1 ] || { [ "$PYTORCH" = best ] && [ "$3" = compile-bf16-flash ]; } || return 0
   [ -z "$PYTORCH_ONLY" ] || [[ $1 =~ $PYTORCH_ONLY ]] || return 0
@@ -169,18 +214,27 @@ pytorch() {  # label, batch, mode, more of pytorch_reference.py's flags...
     echo "== $label (B=$2) skipped: $torchao_missing =="
     return 0
   fi
-  echo "== $label (B=$2) =="
   local pythonpath=${PYTHONPATH:-}
   [ -z "$torchao_site" ] || pythonpath=$torchao_site${pythonpath:+:$pythonpath}
-  PYTHONPATH=$pythonpath $PYTHON tools/pytorch_reference.py bench --mode "$3" --B "$2" --T "$T" \
-    --steps $((STEPS - WARMUP)) --warmup "$WARMUP" --label "$label" --out-csv "$csv.torch" "${@:4}" \
-    || echo "!! $1 at B=$2 failed (see above)"
+  local bench=(tools/pytorch_reference.py bench --mode "$3" --B "$2" --T "$T"
+               --steps $((STEPS - WARMUP)) --warmup "$WARMUP" --label "$label" --out-csv "$csv.torch" "${@:4}")
+  if [ -z "${nproc:-}" ]; then
+    echo "== $label (B=$2) =="
+    PYTHONPATH=$pythonpath $PYTHON "${bench[@]}" || echo "!! $1 at B=$2 failed (see above)"
+    return 0
+  fi
+  local log=$out/logs/$label.txt
+  echo "== $label (B=$2 per GPU, torchrun on $nproc GPU$([ "$nproc" = 1 ] || echo s)): log in $log =="
+  PYTHONPATH=$pythonpath $PYTHON -m torch.distributed.run --standalone --nproc-per-node "$nproc" \
+    "${bench[@]}" > "$log" 2>&1 \
+    || echo "!! $1 at B=$2 on $nproc GPUs failed: $(grep -m1 'bench: \|Error' "$log" || tail -1 "$log")"
+  grep "^# losses\|^$label," "$log"
 }
 
 chapters=${CHAPTERS:-$(echo "$table" | awk 'NR > 1 {print $1}')}
 [ "$chapters" = none ] && chapters=
 # An appended session says so in environment.txt: its rows are another run's.
-[ "$APPEND" = 1 ] && echo "appended: $(date -u +%Y-%m-%dT%H:%M:%SZ), commit ${COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}:$([ "$OURS" = 1 ] && [ -n "$chapters" ] && echo " chapters $(echo $chapters) and their profiles")$([ "$SIZES" != 0 ] && echo " chapter 14's GPT-2 medium and XL rows (SIZES=$SIZES)")$([ "$PYTORCH" != 0 ] && echo " PyTorch rows ($PYTORCH${PYTORCH_ONLY:+, matching $PYTORCH_ONLY})")${torchao_note:+; torchao: $torchao_note}" >> "$out/environment.txt"
+[ "$APPEND" = 1 ] && echo "appended: $(date -u +%Y-%m-%dT%H:%M:%SZ), commit ${COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}:$([ "$OURS" = 1 ] && [ -n "$chapters" ] && echo " chapters $(echo $chapters) and their profiles")$([ "$SIZES" != 0 ] && echo " chapter 14's GPT-2 medium and XL rows (SIZES=$SIZES)")$([ "$PYTORCH" != 0 ] && echo " PyTorch rows ($PYTORCH${PYTORCH_ONLY:+, matching $PYTORCH_ONLY})")${torchao_note:+; torchao: $torchao_note}$([ -n "$GPUS" ] && echo "; gpus: $(multi_gpu_note)")" >> "$out/environment.txt"
 [ "$OURS" = 1 ] && for ch in $chapters; do ours "ch$(printf %02d "$ch")" "$B" "$ch"; done
 [ "$OURS" = 1 ] && for ch in $chapters; do profile "$ch"; done
 # Leave-one-out ablations at the last chapter: each run-time switch off in
@@ -284,6 +338,16 @@ if [ "$SIZES" != 0 ] && [ "$last" -ge 14 ]; then
     pytorch "pytorch-$name-ckpt" "$b" "$recipe-ckpt" --model "$model"
     pytorch "pytorch-$name-ckpt-8bit" "$b" "$recipe-ckpt-8bit" --model "$model"
   done
+fi
+
+# Several GPUs (GPUS), after everything else: chapter 15, our last chapter
+# at B per GPU on 1, 2, 4, ... GPUs, each row's tok/s the total; and PyTorch's
+# best recipe in DDP on 1 and GPUS GPUs, and with ZeRO-1 (--zero) on GPUS.
+if [ -n "$GPUS" ]; then
+  [ "$OURS" = 1 ] && for k in $(gpu_counts); do ranks=$k ours "ch15-g$k" "$B" "$last"; done
+  nproc=1 pytorch pytorch-ddp-g1 "$B" "$ddp_recipe"
+  nproc=$GPUS pytorch "pytorch-ddp-g$GPUS" "$B" "$ddp_recipe"
+  nproc=$GPUS pytorch "pytorch-ddp-zero-g$GPUS" "$B" "$ddp_recipe" --zero
 fi
 
 # PyTorch's rows, without their own header line.

@@ -41,6 +41,12 @@ Commands (from the repository root; `--help` on each for every option):
   python3 tools/pytorch_reference.py bench --mode compile-bf16-sdpa-vocab-tied-fused \
       --B 16 --T 1024 --steps 30 --warmup 10 --out-csv results/pytorch.csv --label pytorch-best
 
+  # PyTorch's best recipe in DistributedDataParallel on 2 GPUs (B per GPU;
+  # the row's tok/s the total); --zero also shards AdamW's state
+  torchrun --standalone --nproc-per-node 2 tools/pytorch_reference.py bench \
+      --mode compile-bf16-sdpa-vocab-tied-fused-lossonly --B 16 --T 1024 \
+      --out-csv results/pytorch.csv --label pytorch-ddp-g2 [--zero]
+
   # the same step with the blocks' linear layers in float8 through torchao
   # (which this mode alone imports: tools/fetch_torchao.sh fetches its wheel);
   # the lm_head stays in bf16, as bench's docstring explains
@@ -85,9 +91,12 @@ from dataclasses import dataclass, fields, replace
 
 import numpy as np
 import torch
+import torch.distributed as dist
 import torch.nn as nn
 import torch.nn.functional as F
 import torch.utils.checkpoint
+from torch.distributed.optim import ZeroRedundancyOptimizer
+from torch.nn.parallel import DistributedDataParallel
 
 CHECKPOINT_MAGIC, CHECKPOINT_VERSION_FP32 = 20240326, 3
 DEBUG_STATE_MAGIC, DEBUG_STATE_VERSION = 20240327, 2
@@ -763,7 +772,8 @@ def convert_blocks_to_float8(model, device, mode_name):
 
 
 def build_for_bench(mode, a, device):
-    """The model and its optimizer, shaped and switched as the mode says."""
+    """The model and its optimizer, shaped and switched as the mode says;
+    with --zero (under torchrun), the optimizer's state sharded over the ranks."""
     # Before any work: a missing torchao ends the run at once.
     if mode.float8:
         import_torchao(a.mode, "torchao.float8", "Float8LinearConfig",
@@ -798,6 +808,18 @@ def build_for_bench(mode, a, device):
         # block, the others in fp32; the weights stay fp32. Its step runs a
         # function compiled by torch.compile once per tensor.
         opt = AdamW8bit(model.param_groups(0.1), lr=a.lr, betas=(0.9, 0.95), eps=1e-8)
+    elif a.zero:
+        # ZeRO-1, as chapter 15's second part: each rank keeps AdamW's moments
+        # of about 1/world of the tensors (whole tensors, spread by size) and
+        # updates only those; then every rank broadcasts what it updated.
+        # parameters_as_bucket_view: the parameters of each rank lie side by
+        # side in one buffer, so that this is one broadcast per rank rather
+        # than one per tensor (about 150).
+        opt = ZeroRedundancyOptimizer(model.param_groups(0.1), torch.optim.AdamW,
+                                      parameters_as_bucket_view=True, lr=a.lr,
+                                      betas=(0.9, 0.95), eps=1e-8,
+                                      foreach=mode.foreach_adamw and not mode.fused_adamw,
+                                      fused=mode.fused_adamw)
     else:
         opt = torch.optim.AdamW(model.param_groups(0.1), lr=a.lr, betas=(0.9, 0.95), eps=1e-8,
                                 foreach=mode.foreach_adamw and not mode.fused_adamw,
@@ -805,16 +827,21 @@ def build_for_bench(mode, a, device):
     return model, opt
 
 
-def make_train_step(model, opt, mode, a, device, data):
+def make_train_step(model, opt, mode, a, device, data, ranks=None):
     """One training step on batch i: forward with the loss, backward, gradient
     clipping, AdamW, zero_grad. The loss comes back as a device tensor, read
-    only after the timed loop, except where the mode syncs every step."""
+    only after the timed loop, except where the mode syncs every step. Under
+    torchrun (ranks) the forward is DistributedDataParallel's (data_parallel),
+    whose backward also averages the gradients over the ranks."""
     def loss_only(x, y):
         return model(x, y)[1]
 
-    forward = loss_only if mode.loss_only else model
-    if mode.compile:
-        forward = torch.compile(forward)
+    if ranks:
+        forward = data_parallel(model, mode, device)
+    else:
+        forward = loss_only if mode.loss_only else model
+        if mode.compile:
+            forward = torch.compile(forward)
 
     def step(i):
         x, y = data[i, :, :-1], data[i, :, 1:]
@@ -854,11 +881,94 @@ def time_steps(step, n, device):
     return times, [float(l) for l in losses]  # the no-sync modes' losses: read only now
 
 
-def write_bench_row(a, chapter, model, device, times):
+# ---- several GPUs: torchrun, one process a GPU -------------------------------
+@dataclass(frozen=True)
+class Ranks:
+    """This process's place among torchrun's processes."""
+    rank: int   # 0 .. world-1; rank 0 prints and writes the row
+    world: int  # how many processes (GPUs)
+
+
+def join_ranks(device_name):
+    """Under torchrun, which gives every process RANK, LOCAL_RANK and
+    WORLD_SIZE (and MASTER_ADDR, MASTER_PORT for the rendezvous): joins the
+    process group and returns (Ranks, this process's device), GPU LOCAL_RANK
+    over NCCL, or the CPU over gloo for a smoke test (--device cpu). Started
+    without torchrun: (None, the device asked for), one process as before."""
+    if not all(v in os.environ for v in ("RANK", "LOCAL_RANK", "WORLD_SIZE")):
+        return None, torch.device(device_name)
+    device = torch.device(device_name)
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            sys.exit("bench: needs a CUDA GPU (or --device cpu for a smoke test)")
+        device = torch.device("cuda", int(os.environ["LOCAL_RANK"]))
+        torch.cuda.set_device(device)  # before NCCL: its communicator is on this GPU
+        dist.init_process_group("nccl", device_id=device)
+    else:
+        dist.init_process_group("gloo")
+    return Ranks(dist.get_rank(), dist.get_world_size()), device
+
+
+class LossOnly(nn.Module):
+    """The model's forward returning the loss alone (the -lossonly modes) as a
+    module, for DistributedDataParallel, which wraps modules, not functions."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, x, y):
+        return self.model(x, y)[1]
+
+
+def data_parallel(model, mode, device):
+    """The forward of a step under torchrun: the model (or LossOnly(model)) in
+    DistributedDataParallel, which broadcasts rank 0's weights once, here, and
+    then in every backward averages each bucket of gradients (25 MiB, DDP's
+    default) over the ranks as soon as the backward has produced it, on
+    NCCL's stream, overlapped with the rest of the backward."""
+    inner = LossOnly(model) if mode.loss_only else model
+    if mode.compile:
+        # Compile the module DDP wraps, then wrap it: the order PyTorch's
+        # guide "Where to apply torch.compile?" gives for DDP (torch.compile
+        # handles the DDP wrapper itself poorly). DDP's forward marks itself
+        # active around its call of the compiled module, and Dynamo then cuts
+        # the compiled graph at DDP's bucket boundaries (DDPOptimizer,
+        # torch._dynamo.config.optimize_ddp, on by default), so that each
+        # bucket's all-reduce starts when its part of the compiled backward
+        # is done, as in eager DDP, rather than after the whole backward.
+        # (DDP's older notes wrapped first and compiled the wrapper; Dynamo
+        # cuts the graph at the buckets either way.)
+        inner.compile()
+    # gradient_as_bucket_view: the gradients are views of DDP's buckets, so
+    # they are not copied into them and back (and take no second copy of
+    # memory). static_graph: every step uses every parameter, the same way
+    # (the tied wte twice, in the same order), so DDP may record the first
+    # step's order and keep its buckets in it, with no search for unused
+    # parameters. broadcast_buffers=False: the model's only buffer, the
+    # causal mask of the manual-attention modes, never changes, so nothing
+    # is sent before each forward.
+    gpu = [device.index] if device.type == "cuda" else None
+    return DistributedDataParallel(inner, device_ids=gpu, gradient_as_bucket_view=True,
+                                   static_graph=True, broadcast_buffers=False)
+
+
+def slowest_rank(times, device):
+    """Each step's time on the rank that took longest (all_reduce MAX): the
+    step is not over before its slowest rank's is."""
+    t = torch.tensor(times, dtype=torch.float64, device=device)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return t.tolist()
+
+
+def write_bench_row(a, chapter, model, device, times, world=1):
     """Prints the results.csv header and row (and appends the row to
-    --out-csv): median ms/step, tok/s, TFLOP/s, MFU, peak device memory."""
+    --out-csv): median ms/step, tok/s, TFLOP/s, MFU, peak device memory.
+    With several ranks (world), B is each rank's: tok/s and TFLOP/s are the
+    total of them all, MFU is against world times one GPU's peak, and the
+    peak memory is this rank's (rank 0's)."""
     ms = statistics.median(times)
-    tok_s = a.B * a.T / (ms / 1e3)
+    tok_s = a.B * a.T * world / (ms / 1e3)
     flops = flops_per_token(model, a.T)
     tflops = flops * tok_s / 1e12
     on_gpu = device.type == "cuda"
@@ -866,7 +976,7 @@ def write_bench_row(a, chapter, model, device, times):
     peak = a.peak_tflops
     if peak is None and on_gpu:
         peak = next((p for key, p in BF16_PEAK_TFLOPS if key in gpu), None)
-    mfu = tflops / peak if peak else float("nan")
+    mfu = tflops / (peak * world) if peak else float("nan")
     # Peak memory since the reset before the first step: weights, optimizer
     # state, gradients and the largest set of activations.
     mem = f"{torch.cuda.max_memory_allocated(device) / 2**30:.2f}" if on_gpu else ""
@@ -987,7 +1097,21 @@ def cmd_bench(a):
     (pytorch:MODE:SIZE).
     --device cpu --no-compile runs any mode's forward and backward on the
     CPU, with wall-clock times and no peak memory: a smoke test only (the
-    8-bit AdamW compiles its step even then: Inductor needs a C++ compiler)."""
+    8-bit AdamW compiles its step even then: Inductor needs a C++ compiler).
+
+    Several GPUs (beside chapter 15): under torchrun (torchrun --standalone
+    --nproc-per-node N tools/pytorch_reference.py bench ...), each of the N
+    processes takes GPU LOCAL_RANK, joins an NCCL process group and trains
+    the model in DistributedDataParallel (data_parallel says how and why) on
+    random batches of its own, --B sequences a step (seeded by its rank). The
+    ranks start the first step together (a barrier), a step's time is its
+    slowest rank's, and rank 0 alone prints and writes the row: B per GPU,
+    tok/s and TFLOP/s the total over the ranks, MFU against N GPUs' peak,
+    the peak memory rank 0's, the chapter column pytorch:MODE:ddpN. With
+    N=1 it is DDP over one GPU: the single-process row plus the wrapper's
+    cost. --zero also shards AdamW's state over the ranks (ZeRO-1:
+    ZeroRedundancyOptimizer around the mode's AdamW; pytorch:MODE:ddpN-zero).
+    --device cpu under torchrun runs the same over gloo: a smoke test."""
     if a.list_modes:
         print_modes()
         return
@@ -996,21 +1120,44 @@ def cmd_bench(a):
     chapter = f"pytorch:{a.mode}" + ("" if a.model == "124m" else f":{a.model}")
     if a.no_compile and mode.compile:
         mode, chapter = replace(mode, compile=False), chapter + ":no-compile"
-    device = torch.device(a.device)
-    if device.type == "cuda" and not torch.cuda.is_available():
+    if a.device.startswith("cuda") and not torch.cuda.is_available():
         sys.exit("bench: needs a CUDA GPU (or --device cpu for a smoke test)")
-    if a.mode != name:
+    if a.zero and mode.adamw8bit:
+        sys.exit(f"bench: --zero shards torch's AdamW, not the 8-bit AdamW of {a.mode}")
+    ranks, device = join_ranks(a.device)
+    if a.zero and not ranks:
+        sys.exit("bench: --zero shards the optimizer over torchrun's processes: "
+                 "run under torchrun --nproc-per-node N")
+    bench_steps(a, mode, name, chapter, ranks, device)
+    # (After an error, not: a rank that stops ends them all, torchrun's way.)
+    if ranks:
+        dist.destroy_process_group()
+
+
+def bench_steps(a, mode, name, chapter, ranks, device):
+    """cmd_bench's measurement, in this process: one rank of torchrun's
+    (ranks) or the only process (ranks None)."""
+    world, first = (ranks.world, ranks.rank == 0) if ranks else (1, True)
+    if ranks:
+        chapter += f":ddp{world}" + ("-zero" if a.zero else "")
+    if a.mode != name and first:
         print(f"# {a.mode} is {name}", file=sys.stderr)
     try:
         model, opt = build_for_bench(mode, a, device)
         n = a.warmup + a.steps
-        gen = torch.Generator().manual_seed(a.seed + 1)
+        # Each rank its own batches (seed + 1 + rank): rank 0's are the
+        # single process's.
+        gen = torch.Generator().manual_seed(a.seed + 1 + (ranks.rank if ranks else 0))
         data = torch.randint(0, a.vocab, (n, a.B, a.T + 1), generator=gen).to(device)
-        step = make_train_step(model, opt, mode, a, device, data)
+        step = make_train_step(model, opt, mode, a, device, data, ranks)
         if device.type == "cuda":
             torch.cuda.synchronize()
             torch.cuda.reset_peak_memory_stats()
+        if ranks:
+            dist.barrier()  # every rank starts its first step at once
         times, losses = time_steps(step, n, device)
+        if ranks:
+            times = slowest_rank(times, device)
     except Exception as e:
         if not is_out_of_memory(e):
             raise
@@ -1018,10 +1165,14 @@ def cmd_bench(a):
     if mode.compile and mode.attention == "manual" and attention_rewrites():
         sys.exit(f"bench: torch.compile replaced the manual attention with "
                  f"scaled_dot_product_attention: {a.mode} would not be eager attention")
+    if not first:
+        return
     times = times[a.warmup:]
-    print(f"# losses: first {losses[0]:.4f}, last {losses[-1]:.4f}; "
-          f"timed ms min {min(times):.2f} max {max(times):.2f}", file=sys.stderr)
-    write_bench_row(a, chapter, model, device, times)
+    print(f"# losses{' (rank 0)' if ranks else ''}: first {losses[0]:.4f}, "
+          f"last {losses[-1]:.4f}; timed ms min {min(times):.2f} max {max(times):.2f}"
+          + (f"; {world} ranks, DDP{', ZeRO-1' if a.zero else ''}" if ranks else ""),
+          file=sys.stderr)
+    write_bench_row(a, chapter, model, device, times, world)
 
 
 # ---- command line --------------------------------------------------------------
@@ -1089,6 +1240,9 @@ def main(argv=None):
                    help="cuda (default), or cpu for a smoke test (wall-clock times)")
     b.add_argument("--no-compile", action="store_true",
                    help="skip torch.compile (a smoke test of a compiled mode's model)")
+    b.add_argument("--zero", action="store_true",
+                   help="under torchrun: shard AdamW's state over the ranks "
+                        "(ZeroRedundancyOptimizer, ZeRO-1)")
     b.set_defaults(func=cmd_bench)
 
     a = p.parse_args(argv)

@@ -18,17 +18,21 @@ without_a_gpu_bench_fails_and_writes_nothing() {
   [ "$before" = "$after" ] || fail "bench wrote: $after"
 }
 
-# A stand-in GPU, and a stand-in trainer that answers --list-chapters with
-# the real table, writes a row for --bench-csv and a header for
-# --profile-csv, and logs its arguments to $work/calls; a command line that
-# matches $REFUSE (a bash regular expression) it refuses, as the trainer
-# refuses a plan over --memory-limit (exit status 2).
+# A stand-in GPU ($GPU_COUNT of them, default 1), and a stand-in trainer
+# that answers --list-chapters with the real table, writes a row for
+# --bench-csv and a header for --profile-csv, and logs its arguments to
+# $work/calls; a command line that matches $REFUSE (a bash regular
+# expression) it refuses, as the trainer refuses a plan over --memory-limit
+# (exit status 2). Started as one of several ranks (RANK and WORLD_SIZE, as
+# tools/launch_local.sh sets them), its line in $work/calls begins with
+# "rank R/N: ", and only rank 0 writes the row, as the trainer.
 stand_ins() {
   mkdir -p "$work/bin"
   cat >"$work/bin/nvidia-smi" <<'SMI'
 #!/bin/sh
 case "$*" in
-  -L) echo "GPU 0: Stand-in GPU (UUID: GPU-0)" ;;
+  -L) i=0
+      while [ $i -lt "${GPU_COUNT:-1}" ]; do echo "GPU $i: Stand-in GPU (UUID: GPU-$i)"; i=$((i + 1)); done ;;
   *driver_version*) echo "0.0" ;;
   *name*) echo "Stand-in GPU" ;;
 esac
@@ -36,7 +40,7 @@ SMI
   cat >"$work/trainer" <<'TRAINER'
 #!/usr/bin/env bash
 [ "$1" = --list-chapters ] && exec "$TABLE_FROM" --list-chapters
-echo "$*" >>"$CALLS"
+echo "${RANK:+rank $RANK/$WORLD_SIZE: }$*" >>"$CALLS"
 if [ -n "${REFUSE:-}" ] && [[ $* =~ $REFUSE ]]; then
   echo "error: the run does not fit in --memory-limit 16: B=4, T=1024 needs about 19.9 GiB" >&2
   exit 2
@@ -47,7 +51,7 @@ while [ $# -gt 0 ]; do
   esac
   shift
 done
-[ -n "${csv:-}" ] && echo "$label,0,$b,1024,3,1.0,1,1,0.1,1,,,," >>"$csv" && echo "bench: $label"
+[ -n "${csv:-}" ] && [ "${RANK:-0}" = 0 ] && echo "$label,0,$b,1024,3,1.0,1,1,0.1,1,,,," >>"$csv" && echo "bench: $label"
 [ -n "${prof:-}" ] && echo "kernel,calls_per_step,ms_per_step,share" >"$prof"
 exit 0
 TRAINER
@@ -90,8 +94,10 @@ on_a_gpu_the_last_three_chapters_run_at_the_headline_batch() {
 # 0 to $1, for the stand-in trainer's --list-chapters; and a stand-in Python
 # that has pip (an install makes torchao/ and test/ in its --target), has
 # neither torch nor torchao of its own (every -c fails), and, run as
-# pytorch_reference.py, logs its command line to $work/calls after what its
-# PYTHONPATH's first folder holds, and writes a row.
+# pytorch_reference.py (or as torchrun, -m torch.distributed.run, running
+# it), logs its command line to $work/calls after what its PYTHONPATH's
+# first folder holds, and writes and prints a row; a command line that
+# matches $FAIL_PY (a bash regular expression) fails as PyTorch out of memory.
 pytorch_stand_ins() {
   stand_ins
   cat >"$work/table" <<TABLE
@@ -108,17 +114,21 @@ case "$1 $2" in
     echo "pip $*" >>"$CALLS"
     while [ $# -gt 0 ]; do [ "$1" = --target ] && mkdir -p "$2/torchao" "$2/test"; shift; done
     exit 0 ;;
-  "tools/pytorch_reference.py bench") ;;
+  "tools/pytorch_reference.py bench" | "-m torch.distributed.run") ;;
   *) exit 1 ;;
 esac
 first=${PYTHONPATH%%:*}
 echo "torchao=$([ -n "$first" ] && [ -d "$first/torchao" ] && echo yes || echo no)" \
   "test=$([ -n "$first" ] && [ -d "$first/test" ] && echo yes || echo no) PYTHONPATH=${PYTHONPATH:-} $*" >>"$CALLS"
+if [ -n "${FAIL_PY:-}" ] && [[ $* =~ $FAIL_PY ]]; then
+  echo "bench: out of memory at B=16, T=1024 in mode a-mode" >&2
+  exit 1
+fi
 while [ $# -gt 0 ]; do
   case $1 in --B) b=$2 ;; --label) label=$2 ;; --out-csv) csv=$2 ;; esac
   shift
 done
-echo "$label,pytorch,$b,1024,3,1.0,1,1,0.1,1,,,," >>"$csv"
+echo "$label,pytorch,$b,1024,3,1.0,1,1,0.1,1,,,," | tee -a "$csv"
 PY
   chmod +x "$work/table" "$work/python"
   mkdir -p "$work/wheels"
@@ -209,11 +219,13 @@ sizes_only_runs_chapter_14s_rows_and_reports_a_refused_run() {
     "$work/results/environment.txt" || fail "environment.txt: $(cat "$work/results/environment.txt")"
 }
 
-# Before chapter 13 there are no float8 rows, and torchao is not installed.
+# Before chapter 13 there are no float8 rows, and torchao is not installed;
+# without GPUS, no multi-GPU row.
 before_chapter_13_there_are_no_float8_rows() {
   pytorch_stand_ins 12
   expect_status 0 pytorch_bench || return 1
   ! grep -q -- '-float8\|^pip ' "$work/calls" "$work/out" || fail "float8: $(grep -- '-float8\|^pip ' "$work/calls" "$work/out")" || return 1
+  ! grep -q -- 'torch.distributed.run\|-ddp-\|ch15-g' "$work/calls" || fail "multi-GPU rows without GPUS: $(grep -- 'ddp\|ch15-g' "$work/calls")" || return 1
   grep -q -- "--label pytorch-lossonly " "$work/calls" || fail "no lossonly row" || return 1
   ! grep -q "^torchao:" "$work/results/environment.txt" || fail "environment.txt names torchao"
 }
@@ -238,6 +250,70 @@ each_ablation_turns_off_what_needs_its_switch() {
   [ ! -s "$work/results/profile_ch00.csv" ] || fail "CHAPTERS=none profiled a chapter"
 }
 
+# GPUS=2 on a machine of two GPUs: after every other row, the last chapter
+# on 1 GPU (the trainer alone) and on 2 (tools/launch_local.sh: two ranks,
+# one row, rank 0's), B per GPU; then PyTorch's best recipe under torchrun
+# (the Python's own: -m torch.distributed.run) on 1 and 2 GPUs, and on 2
+# with --zero; each with its log in logs/, and environment.txt says so.
+with_gpus_2_chapter_15_and_pytorch_ddp_run_last() {
+  pytorch_stand_ins 14
+  expect_status 0 pytorch_bench OURS=1 GPUS=2 GPU_COUNT=2 || return 1
+  local csv=$work/results/results.csv common ddp=compile-bf16-sdpa-vocab-tied-fused-lossonly site
+  common="-b 16 -t 1024 --steps 25 --val-every 0 --sample-tokens 0 --log-every 1 --bench-csv $csv --bench-warmup 5"
+  site=$(grep '^pip ' "$work/calls" | sed 's/.*--target \([^ ]*\) .*/\1/')
+  local torchrun="torchao=yes test=no PYTHONPATH=$site -m torch.distributed.run --standalone"
+  local flags="--B 16 --T 1024 --steps 20 --warmup 5"
+  local expected=(
+    "^--chapter 14 $common --bench-label ch15-g1$"
+    "^rank [01]/2: --chapter 14 $common --bench-label ch15-g2 --nccl-id-file /[^ ]*/nccl_id$"
+    "^rank [01]/2: --chapter 14 $common --bench-label ch15-g2 --nccl-id-file /[^ ]*/nccl_id$"
+    "^$torchrun --nproc-per-node 1 tools/pytorch_reference.py bench --mode $ddp $flags --label pytorch-ddp-g1 --out-csv $csv.torch$"
+    "^$torchrun --nproc-per-node 2 tools/pytorch_reference.py bench --mode $ddp $flags --label pytorch-ddp-g2 --out-csv $csv.torch$"
+    "^$torchrun --nproc-per-node 2 tools/pytorch_reference.py bench --mode $ddp $flags --label pytorch-ddp-zero-g2 --out-csv $csv.torch --zero$")
+  local i=0 line
+  while IFS= read -r line; do
+    [[ $line =~ ${expected[$i]} ]] || fail "run $((i + 1)) of the last six: $line" || return 1
+    i=$((i + 1))
+  done < <(tail -6 "$work/calls")
+  [ "$(grep -c -- 'ch15-g\|-ddp-' "$work/calls")" = 6 ] || fail "multi-GPU runs: $(grep -- 'ch15-g\|-ddp-' "$work/calls")" || return 1
+  grep -q '^rank 0/2: ' "$work/calls" && grep -q '^rank 1/2: ' "$work/calls" || fail "ranks: $(grep '^rank' "$work/calls")" || return 1
+  local label
+  for label in ch15-g1 ch15-g2 pytorch-ddp-g1 pytorch-ddp-g2 pytorch-ddp-zero-g2; do
+    [ "$(grep -c "^$label,[^,]*,16," "$csv")" = 1 ] || fail "results.csv's $label rows: $(cut -d, -f1,3 "$csv" | tr '\n' ' ')" || return 1
+    [ -s "$work/results/logs/$label.txt" ] || fail "no log of $label: $(ls "$work/results/logs" | tr '\n' ' ')" || return 1
+  done
+  [ "$(tail -3 "$csv" | cut -d, -f1 | tr '\n' ' ')" = "pytorch-ddp-g1 pytorch-ddp-g2 pytorch-ddp-zero-g2 " ] \
+    || fail "results.csv ends: $(tail -5 "$csv" | cut -d, -f1 | tr '\n' ' ')" || return 1
+  says "$work/out" "== pytorch-ddp-g2 (B=16 per GPU, torchrun on 2 GPUs): log in $work/results/logs/pytorch-ddp-g2.txt ==" || return 1
+  says "$work/out" "== ch15-g2 (B=16, bash tools/launch_local.sh 2 $work/trainer): log in $work/results/logs/ch15-g2.txt ==" || return 1
+  says "$work/results/environment.txt" "gpus: 2 of the 2 GPUs that nvidia-smi lists, B=16 per GPU: our last chapter on 1 2 GPUs (ch15-gK, tools/launch_local.sh); PyTorch's $ddp in DDP under torchrun on 1 and 2 GPUs and with --zero on 2"
+}
+
+# The multi-GPU rows alone (the recipe of bench.sh's header), with one of
+# our runs refused and one of PyTorch's failing: each says so in a line, and
+# the bench goes on. GPUS must be 2 or more, and no more than the GPUs
+# nvidia-smi lists; else the bench fails at once and writes nothing.
+the_multi_gpu_rows_alone_report_a_refused_and_a_failed_run() {
+  pytorch_stand_ins 14
+  expect_status 0 pytorch_bench OURS=1 GPUS=2 GPU_COUNT=2 CHAPTERS=none HEADLINE=0 PYTORCH_ONLY=-ddp- \
+    REFUSE='--bench-label ch15-g2' FAIL_PY='--zero' || return 1
+  local labels
+  labels=$(grep -o -- '--\(bench-\)\?label [^ ]*' "$work/calls" | cut -d' ' -f2 | uniq | tr '\n' ' ')
+  [ "$labels" = "ch15-g1 ch15-g2 pytorch-ddp-g1 pytorch-ddp-g2 pytorch-ddp-zero-g2 " ] || fail "runs: $labels" || return 1
+  says "$work/out" "!! ch15-g2 at B=16 refused: error: the run does not fit in --memory-limit 16" || return 1
+  says "$work/out" "!! pytorch-ddp-zero-g2 at B=16 on 2 GPUs failed: bench: out of memory at B=16" || return 1
+  [ "$(cut -d, -f1 "$work/results/results.csv" | tr '\n' ' ')" = "label ch15-g1 pytorch-ddp-g1 pytorch-ddp-g2 " ] \
+    || fail "results.csv: $(cut -d, -f1 "$work/results/results.csv" | tr '\n' ' ')" || return 1
+  local bad
+  for bad in 1 x 4; do
+    rm -rf "$work/results"
+    expect_status 1 pytorch_bench GPUS=$bad GPU_COUNT=2 || return 1
+    says "$work/err" "bench: GPUS=$bad" || return 1
+    [ ! -e "$work/results" ] || fail "GPUS=$bad wrote $(ls "$work/results")" || return 1
+  done
+  says "$work/err" "but nvidia-smi lists 2 GPU(s): nothing was measured or written"
+}
+
 check without_a_gpu_bench_fails_and_writes_nothing
 check each_ablation_turns_off_what_needs_its_switch
 check on_a_gpu_the_last_three_chapters_run_at_the_headline_batch
@@ -245,4 +321,6 @@ check with_chapter_13_the_float8_rows_run_with_the_torchao_wheel
 check without_the_torchao_wheel_the_float8_rows_are_skipped_saying_why
 check sizes_only_runs_chapter_14s_rows_and_reports_a_refused_run
 check before_chapter_13_there_are_no_float8_rows
+check with_gpus_2_chapter_15_and_pytorch_ddp_run_last
+check the_multi_gpu_rows_alone_report_a_refused_and_a_failed_run
 finish
