@@ -93,6 +93,7 @@ $(ARCH_STAMP): ;
 KERNEL_OBJS := $(KERNEL_SRCS:%.cu=$(BUILD)/obj/%.o)
 LIBKERNELS  := $(BUILD)/libkernels.a
 CUDA_LIBS   := -L$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lcudart -lstdc++ -ldl -lpthread -lrt
+# ANCHOR: nccl_detection
 # NCCL (chapter 15, several GPUs): the toolkit's copy where it has one, else
 # the nvidia-nccl-cu13 wheel's, which PyTorch installs (found through
 # python3). Without either the trainers are built for one GPU, and say so
@@ -104,6 +105,7 @@ ifneq ($(NCCL_LIB),)
 CFLAGS    += -DWITH_NCCL -I$(NCCL_HOME)/include
 CUDA_LIBS += -L$(dir $(NCCL_LIB)) -l:libnccl.so.2 -Wl,-rpath,$(dir $(NCCL_LIB))
 endif
+# ANCHOR_END: nccl_detection
 
 # tests/gpu/: Criterion tests that call the kernels; they skip without a GPU.
 # Every file is built into both builds' test binaries, but *_bf16.c files

@@ -678,12 +678,14 @@ static void backward_pass(GPT2Gpu *model, int zero_grads) {
                              w.qkvw, NULL, B, T, C, 3 * C, 3 * C, o8);
         ops->layernorm_backward(ctx, d->residual, dw.ln1w, dw.ln1b, scratch, d->ln, residual_in,
                                 w.ln1w, x.ln1_mean, x.ln1_rstd, B, T, C);
+        // ANCHOR: layer_grads_done
         // Chapter 14: the layer's gradients are complete; applied now, their
         // buffer goes to the layer below. Chapter 15: averaged over the ranks
         // meanwhile.
         if (in_backward) gpt2_gpu_update_layer(model, l);
         if (model->comm && model->sync_grads && model->plan.overlap_comm)
             mean_layer_grads(model, l);
+        // ANCHOR_END: layer_grads_done
         nvtxRangePop();
     }
     // ANCHOR_END: backward_layers
