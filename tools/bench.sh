@@ -341,10 +341,15 @@ if [ "$SIZES" != 0 ] && [ "$last" -ge 14 ]; then
 fi
 
 # Several GPUs (GPUS), after everything else: chapter 15, our last chapter
-# at B per GPU on 1, 2, 4, ... GPUs, each row's tok/s the total; and PyTorch's
-# best recipe in DDP on 1 and GPUS GPUs, and with ZeRO-1 (--zero) on GPUS.
+# at B per GPU on 1, 2, 4, ... GPUs, each row's tok/s the total, and on GPUS
+# GPUs without its switch (the gradients averaged after the backward pass,
+# not beside it); and PyTorch's best recipe in DDP on 1 and GPUS GPUs, and
+# with ZeRO-1 (--zero) on GPUS.
 if [ -n "$GPUS" ]; then
-  [ "$OURS" = 1 ] && for k in $(gpu_counts); do ranks=$k ours "ch15-g$k" "$B" "$last"; done
+  if [ "$OURS" = 1 ]; then
+    for k in $(gpu_counts); do ranks=$k ours "ch15-g$k" "$B" "$last"; done
+    ranks=$GPUS ours "ch15-g$GPUS-no-overlap-comm" "$B" "$last" --no-overlap-comm
+  fi
   nproc=1 pytorch pytorch-ddp-g1 "$B" "$ddp_recipe"
   nproc=$GPUS pytorch "pytorch-ddp-g$GPUS" "$B" "$ddp_recipe"
   nproc=$GPUS pytorch "pytorch-ddp-zero-g$GPUS" "$B" "$ddp_recipe" --zero
