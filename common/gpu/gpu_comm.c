@@ -119,7 +119,12 @@ int gpu_comm_init(GpuComm *c, const GpuContext *ctx, int rank, int world_size,
     pthread_mutex_unlock(&c->lock);
     // Every rank has read the id: it has served its purpose.
     if (rank == 0) remove(id_path);
-    CUDA_CHECK(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
+    // The communication stream at the device's highest priority: when an SM
+    // frees up, the all-reduce's blocks go first, ahead of the backward
+    // pass's next kernel, which would otherwise fill every SM again.
+    int least, greatest;
+    CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+    CUDA_CHECK(cudaStreamCreateWithPriority(&c->stream, cudaStreamNonBlocking, greatest));
     CUDA_CHECK(cudaEventCreateWithFlags(&c->fork, cudaEventDisableTiming));
     CUDA_CHECK(cudaEventCreateWithFlags(&c->join, cudaEventDisableTiming));
     return 0;
