@@ -24,6 +24,10 @@ name in book/figures/: NAME.svg for the HTML book, NAME.pdf for the PDF.
     vocab_padding        where the rows of the logits start at 50257, 50264
                          and 50304 values, and the last tile of 128 columns
                          (chapter 06)
+    comm_overlap         two GPUs' step over time, the model's stream and the
+                         communication stream: the gradients averaged after
+                         the backward pass, or a layer at a time beside it
+                         (chapter 15; a schematic: no measurement)
     attention_overlap    one thread block of the flash forward pass over time:
                          chapter 05's v3, then chapter 12's three steps (a
                          producer warp and the TMA, the softmax beside the
@@ -641,6 +645,79 @@ def attention_overlap():
     return save(fig, "attention_overlap")
 
 
+COMM = "#55a868"
+
+
+def stream_lanes(ax, title, lanes, width):
+    """lanes: [(name, [(start, length, label, colour)])], top to bottom."""
+    for i, (_, spans) in enumerate(lanes):
+        y = len(lanes) - 1 - i
+        for start, length, label, colour in spans:
+            ax.add_patch(patches.Rectangle((start, y + 0.15), length, 0.7, facecolor=colour,
+                                           edgecolor="white", lw=0.8))
+            if label:
+                ax.text(start + length / 2, y + 0.5, label, ha="center", va="center",
+                        fontsize=6.5, color="white")
+    ax.set_xlim(0, width)
+    ax.set_ylim(0, len(lanes))
+    ax.set_yticks([len(lanes) - 0.5 - i for i in range(len(lanes))],
+                  [name for name, _ in lanes], fontsize=7.5)
+    ax.set_xticks([])
+    ax.tick_params(axis="y", length=0)
+    for side in ("top", "right", "left", "bottom"):
+        ax.spines[side].set_visible(False)
+    ax.set_title(title, fontsize=9, loc="left", fontweight="bold")
+
+
+def comm_overlap():
+    # Made-up durations: the forward pass, lm_head's backward pass, each of
+    # 6 layers' backward passes (12 in GPT-2), the encoder's, the update;
+    # an all-reduce of one layer's gradients, of the embeddings', and of
+    # all of them at once (a little less than their sum: one call).
+    fwd, head, layer, enc, upd = 3.0, 0.8, 0.9, 0.4, 0.8
+    ar_layer, ar_emb, ar_all = 0.35, 0.7, 2.6
+    layers = 6
+    model, comm_after, comm_beside = [(0, fwd, "forward", KERNEL)], [], []
+    t = fwd
+    model.append((t, head, "lm_head", KERNEL))
+    t += head
+    comm_t = 0.0
+    for l in range(layers - 1, -1, -1):
+        model.append((t, layer, f"layer {l}", KERNEL))
+        t += layer
+        comm_t = max(comm_t, t)
+        comm_beside.append((comm_t, ar_layer, str(l), COMM))
+        comm_t += ar_layer
+    model.append((t, enc, "enc", KERNEL))
+    t += enc
+    backward_end = t
+    comm_after.append((backward_end, ar_all, "every gradient", COMM))
+    comm_beside.append((max(comm_t, backward_end), ar_emb, "emb", COMM))
+    beside_end = max(comm_t, backward_end) + ar_emb
+    after = model + [(backward_end + ar_all, upd, "update", KERNEL)]
+    beside = model + [(beside_end, upd, "update", KERNEL)]
+    width = backward_end + ar_all + upd + 0.9
+    panels = [
+        ("Without --overlap-comm: every gradient averaged once the backward pass is done",
+         [("model's stream", after), ("communication stream", comm_after)]),
+        ("With --overlap-comm (chapter 15): each layer's averaged beside the layers below it",
+         [("model's stream", beside), ("communication stream", comm_beside)]),
+    ]
+    fig, axes = plt.subplots(2, 1, figsize=(8.4, 3.0), sharex=True)
+    for ax, (title, lanes) in zip(axes, panels):
+        stream_lanes(ax, title, lanes, width)
+        end = [e for e in lanes[0][1] if e[2] == "update"][0]
+        ax.axvline(end[0] + end[1], color=GREY, lw=0.8, ls=":")
+    axes[-1].set_xlabel("time (a schematic: not to scale); the dotted line is the step's end",
+                        fontsize=8.5, color=GREY)
+    legend = [patches.Patch(facecolor=KERNEL, label="the model's kernels"),
+              patches.Patch(facecolor=COMM, label="NCCL's all-reduce (a layer's gradients, "
+                            "the embeddings', or all)")]
+    fig.legend(handles=legend, loc="lower center", ncol=2, frameon=False, fontsize=7.5)
+    fig.tight_layout(rect=(0, 0.1, 1, 1))
+    return save(fig, "comm_overlap")
+
+
 def main():
     written = []
     written += float_formats("tf32")
@@ -652,6 +729,7 @@ def main():
     written += fusion_traffic()
     written += vocab_padding()
     written += attention_overlap()
+    written += comm_overlap()
     if written:
         print("figures: wrote " + ", ".join(written))
     else:
