@@ -47,8 +47,9 @@ typedef struct {
 // Connects this process, rank `rank` of world_size, to the others: rank 0
 // makes NCCL's id and publishes it at id_path, the others wait for it there
 // (at most timeout_s), then all join NCCL's communicator on ctx's GPU, and
-// rank 0 removes the file. The watchdog starts then, with timeout_s between
-// two progress reports. 0, or -1 with err. A world of 1 makes nothing.
+// rank 0 removes the file. The watchdog starts before the joining (a rank
+// that never comes stops the others too), with timeout_s between two
+// progress reports. 0, or -1 with err. A world of 1 makes nothing.
 int gpu_comm_init(GpuComm *c, const GpuContext *ctx, int rank, int world_size,
                   const char *id_path, double timeout_s, char *err);
 void gpu_comm_free(GpuComm *c);
