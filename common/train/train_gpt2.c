@@ -598,7 +598,8 @@ static int train(const CommandLine *cl, const Tokenizer *tok) {
         if (gpu_profiler_report(prof, stdout, report->profile_csv, err)) die("%s", err);
         gpu_profiler_free(prof);
     }
-    if (tok) print_sample(&tr, tok, opt->sample_tokens);
+    // Chapter 15: rank 0 samples for the run (the other ranks print nothing).
+    if (tok && opt->launch.rank == 0) print_sample(&tr, tok, opt->sample_tokens);
     print_memory_held(&tr, &plan);
     free(bufs);
     gpu_trainer_free(&tr);
