@@ -37,6 +37,7 @@
 #include <time.h>
 
 #include "gpu_context.h"
+#include "util/float_bits.h"
 
 using namespace nvcuda;
 
@@ -49,18 +50,6 @@ using namespace nvcuda;
 enum { EXACT, TRUNCATED, NEAREST_EVEN, NEAREST_AWAY, CANDIDATES };
 static const char *const candidate_names[CANDIDATES] = {"exact", "truncated", "nearest",
                                                         "away"};
-
-static uint32_t bits_of(float f) {
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    return u;
-}
-
-static float float_of(uint32_t u) {
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
 
 // The four candidates for what the tensor cores may have made of bits u.
 // The values are finite and far from overflow, so a carry out of the
@@ -87,7 +76,7 @@ static void fill_values(float *x) {
         const uint32_t r = (uint32_t)(state >> 32);
         const uint32_t sign = r >> 31, exponent = 121 + (r >> 20) % 14, kept = (r >> 4) & 0x3FF;
         const uint32_t low = low_patterns[i % NPATTERNS];
-        x[i] = float_of(sign << 31 | exponent << 23 | kept << TF32_DROPPED | low);
+        x[i] = float_from_bits(sign << 31 | exponent << 23 | kept << TF32_DROPPED | low);
     }
 }
 
@@ -137,7 +126,7 @@ static void judge(PathResult *r, const char *label, const char *what, const floa
     r->what = what;
     r->values = (long long)n;
     for (size_t i = 0; i < n; i++) {
-        const uint32_t u = bits_of(want[i]), g = bits_of(got[i]);
+        const uint32_t u = float_bits(want[i]), g = float_bits(got[i]);
         uint32_t cand[CANDIDATES];
         candidates(u, cand);
         const int tie = (u & LOW_MASK) == HALF;

@@ -14,25 +14,14 @@
 #include <string.h>
 
 #include "util/bf16.h"
+#include "util/float_bits.h"
 #include "util/util.h"
-
-static float f_of(uint32_t bits) {
-    float x;
-    memcpy(&x, &bits, sizeof x);
-    return x;
-}
-
-static uint32_t bits_of(float x) {
-    uint32_t u;
-    memcpy(&u, &x, sizeof u);
-    return u;
-}
 
 // fp32 bits -> bf16 bits, by round to nearest even, checked against `want`.
 static void expect_rne(uint32_t in, uint16_t want) {
-    uint16_t got = bf16_from_float_rne(f_of(in));
+    uint16_t got = bf16_from_float_rne(float_from_bits(in));
     cr_assert(got == want, "bf16_from_float_rne(0x%08X = %.9g) = 0x%04X, want 0x%04X", in,
-              (double)f_of(in), got, want);
+              (double)float_from_bits(in), got, want);
 }
 
 static int bf16_is_nan(uint16_t h) { return (h & 0x7F80u) == 0x7F80u && (h & 0x007Fu) != 0; }
@@ -51,7 +40,7 @@ Test(bf16, to_float_is_exact) {
     cr_assert(isnan(bf16_to_float(BF16_QUIET_NAN)));
     // Every bf16 value is an fp32 value: its bits, then 16 zeros.
     for (uint32_t h = 0; h <= 0xFFFF; h++)
-        cr_assert(bits_of(bf16_to_float((uint16_t)h)) == h << 16, "0x%04X", h);
+        cr_assert(float_bits(bf16_to_float((uint16_t)h)) == h << 16, "0x%04X", h);
 }
 
 Test(bf16, rne_keeps_bf16_values) {
@@ -106,8 +95,8 @@ Test(bf16, rne_largest_finite_and_overflow) {
     expect_rne(0x7F7F7FFF, BF16_MAX_FINITE);  // below halfway to the next (2^128): down
     // Halfway: 0x7F7F is odd, so the tie goes up, to 2^128, which is Inf.
     expect_rne(0x7F7F8000, BF16_POS_INF);
-    expect_rne(bits_of(FLT_MAX), BF16_POS_INF);  // fp32's largest, 3.4028e38: Inf in bf16
-    expect_rne(bits_of(-FLT_MAX), BF16_NEG_INF);
+    expect_rne(float_bits(FLT_MAX), BF16_POS_INF);  // fp32's largest, 3.4028e38: Inf in bf16
+    expect_rne(float_bits(-FLT_MAX), BF16_NEG_INF);
     expect_rne(0xFF7F7FFF, 0xFF7F);
 }
 
@@ -119,7 +108,7 @@ Test(bf16, rne_inf_and_nan) {
     const uint32_t nans[] = {0x7FC00000, 0x7F800001, 0x7F80FFFF, 0x7FFFFFFF, 0xFFC00000,
                              0xFF800001, 0xFFFFFFFF, 0x7FBFFFFF};
     for (size_t i = 0; i < sizeof nans / sizeof nans[0]; i++) {
-        uint16_t h = bf16_from_float_rne(f_of(nans[i]));
+        uint16_t h = bf16_from_float_rne(float_from_bits(nans[i]));
         cr_assert(bf16_is_nan(h), "0x%08X became 0x%04X, not a NaN", nans[i], h);
         cr_assert((h >> 15) == (nans[i] >> 31), "0x%08X lost its sign: 0x%04X", nans[i], h);
         cr_assert(h & 0x0040, "0x%08X became 0x%04X, not a quiet NaN", nans[i], h);
@@ -129,8 +118,8 @@ Test(bf16, rne_inf_and_nan) {
 // The two bf16 neighbours of a finite x: the pattern with its low 16 bits
 // dropped (toward zero), and the next one away from zero.
 static void neighbours(float x, uint16_t *lo, uint16_t *hi) {
-    *lo = (uint16_t)(bits_of(x) >> 16);
-    *hi = (bits_of(x) & 0xFFFFu) ? (uint16_t)(*lo + 1) : *lo;
+    *lo = (uint16_t)(float_bits(x) >> 16);
+    *hi = (float_bits(x) & 0xFFFFu) ? (uint16_t)(*lo + 1) : *lo;
 }
 
 Test(bf16, rne_is_the_nearest_over_random_values) {
@@ -138,7 +127,7 @@ Test(bf16, rne_is_the_nearest_over_random_values) {
     rng_seed(&rng, 2);
     for (int i = 0; i < 200000; i++) {
         // Random bit patterns over all finite exponents.
-        float x = f_of(rng_u32(&rng));
+        float x = float_from_bits(rng_u32(&rng));
         if (!isfinite(x)) continue;
         uint16_t lo, hi, h = bf16_from_float_rne(x);
         neighbours(x, &lo, &hi);
@@ -161,7 +150,7 @@ Test(bf16, stochastic_keeps_bf16_values) {
     for (uint32_t h = 0; h <= 0xFFFF; h++) {
         if (bf16_is_nan((uint16_t)h)) continue;
         for (size_t r = 0; r < sizeof randoms / sizeof randoms[0]; r++) {
-            uint16_t got = bf16_from_float_stochastic(f_of(h << 16), randoms[r]);
+            uint16_t got = bf16_from_float_stochastic(float_from_bits(h << 16), randoms[r]);
             cr_assert(got == h, "0x%04X with random bits 0x%08X became 0x%04X", h, randoms[r], got);
         }
     }
@@ -171,7 +160,7 @@ Test(bf16, stochastic_rounds_to_a_neighbour) {
     Rng rng;
     rng_seed(&rng, 3);
     for (int i = 0; i < 200000; i++) {
-        float x = f_of(rng_u32(&rng));
+        float x = float_from_bits(rng_u32(&rng));
         if (!isfinite(x)) continue;
         uint16_t lo, hi, h = bf16_from_float_stochastic(x, rng_u32(&rng));
         neighbours(x, &lo, &hi);
@@ -179,15 +168,15 @@ Test(bf16, stochastic_rounds_to_a_neighbour) {
     }
     // The extremes of the random bits: 0 never rounds up, 0xFFFF always does
     // (unless x is a bf16 value already).
-    cr_assert(bf16_from_float_stochastic(f_of(0x3F800001), 0) == 0x3F80);
-    cr_assert(bf16_from_float_stochastic(f_of(0x3F800001), 0xFFFF) == 0x3F81);
-    cr_assert(bf16_from_float_stochastic(f_of(0xBF800001), 0xFFFF) == 0xBF81);
+    cr_assert(bf16_from_float_stochastic(float_from_bits(0x3F800001), 0) == 0x3F80);
+    cr_assert(bf16_from_float_stochastic(float_from_bits(0x3F800001), 0xFFFF) == 0x3F81);
+    cr_assert(bf16_from_float_stochastic(float_from_bits(0xBF800001), 0xFFFF) == 0xBF81);
 }
 
 // Over all 65536 values of the random bits, x = lo + d/65536 of a step
 // rounds up exactly d times: the mean of the results is x itself, exactly.
 static void expect_exactly_unbiased(uint32_t in) {
-    float x = f_of(in);
+    float x = float_from_bits(in);
     double sum = 0;
     uint32_t ups = 0;
     uint16_t lo, hi;
@@ -243,7 +232,7 @@ Test(bf16, stochastic_inf_and_nan) {
         cr_assert(bf16_from_float_stochastic(-INFINITY, randoms[r]) == BF16_NEG_INF);
         const uint32_t nans[] = {0x7FC00000, 0x7F800001, 0x7FFFFFFF, 0xFFFFFFFF, 0xFF800001};
         for (size_t i = 0; i < sizeof nans / sizeof nans[0]; i++) {
-            uint16_t h = bf16_from_float_stochastic(f_of(nans[i]), randoms[r]);
+            uint16_t h = bf16_from_float_stochastic(float_from_bits(nans[i]), randoms[r]);
             cr_assert(bf16_is_nan(h) && (h >> 15) == (nans[i] >> 31),
                       "0x%08X with 0x%08X became 0x%04X", nans[i], randoms[r], h);
         }

@@ -10,26 +10,14 @@
 #include "gpu_test.h"
 #include "optim/quantize8.h"
 #include "stochastic_round.h"
+#include "util/float_bits.h"
 
 TestSuite(stochastic_round, .init = gpu_test_init, .fini = gpu_test_fini);
 
-// bf16's bits of a float, and back (the top half of the float).
-static uint32_t f32_bits(float x) {
-    uint32_t u;
-    memcpy(&u, &x, sizeof u);
-    return u;
-}
-
-static float from_bits(uint32_t u) {
-    float x;
-    memcpy(&x, &u, sizeof x);
-    return x;
-}
-
 // The bf16 step at w: the distance from |w|'s bf16 truncation to the next bf16 up.
 static double bf16_step(float w) {
-    const uint32_t lo = f32_bits(fabsf(w)) & 0xFFFF0000u;
-    return (double)from_bits(lo + 0x10000u) - (double)from_bits(lo);
+    const uint32_t lo = float_bits(fabsf(w)) & 0xFFFF0000u;
+    return (double)float_from_bits(lo + 0x10000u) - (double)float_from_bits(lo);
 }
 
 // N roundings of one x (the same value at N indices) between two bf16
@@ -39,8 +27,8 @@ static double bf16_step(float w) {
 // of them, so a biased rounding fails and a fair one never does).
 static void check_unbiased(float x, uint32_t step) {
     const size_t N = (size_t)1 << 20;
-    const uint32_t lo_bits = f32_bits(x) & 0xFFFF0000u;
-    const float lo = from_bits(lo_bits), hi = from_bits(lo_bits + 0x10000u);
+    const uint32_t lo_bits = float_bits(x) & 0xFFFF0000u;
+    const float lo = float_from_bits(lo_bits), hi = float_from_bits(lo_bits + 0x10000u);
     const double frac = ((double)x - lo) / ((double)hi - lo);
     float *xs = xmalloc(N * sizeof(float));
     for (size_t i = 0; i < N; i++) xs[i] = x;
@@ -62,8 +50,8 @@ static void check_unbiased(float x, uint32_t step) {
 Test(stochastic_round, is_unbiased_and_gives_only_the_two_neighbours) {
     check_unbiased(1.0f + 0.3f * 0.0078125f, 1);  // 0.3 of the way from 1 to the next
     check_unbiased(-0.1234567f, 7);               // negative: away from 0 as often as due
-    check_unbiased(from_bits(0x3F008001u), 3);    // just above a bf16 value: rarely up
-    check_unbiased(from_bits(0x3F00FFFFu), 3);    // just below the next: nearly always up
+    check_unbiased(float_from_bits(0x3F008001u), 3);    // just above a bf16 value: rarely up
+    check_unbiased(float_from_bits(0x3F00FFFFu), 3);    // just below the next: nearly always up
     check_unbiased(3.0e-39f, 5);                  // a subnormal
 }
 
@@ -85,7 +73,7 @@ Test(stochastic_round, is_deterministic_and_exact_where_nothing_is_to_round) {
     free(gb);
     gb = gt_download_x(b, n);
     size_t differ = 0;
-    for (size_t i = 0; i < n; i++) differ += f32_bits(ga[i]) != f32_bits(gb[i]);
+    for (size_t i = 0; i < n; i++) differ += float_bits(ga[i]) != float_bits(gb[i]);
     cr_assert_gt(differ, n / 10, "step 6 rounds as step 5 did at %zu of %zu values", n - differ, n);
     float special[4] = {1.5f, -0.25f, INFINITY, NAN};
     floatX *s = gt_device_alloc(4 * sizeof(floatX), "special");
