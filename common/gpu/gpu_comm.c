@@ -1,5 +1,5 @@
 // gpu_comm.c: see gpu_comm.h.
-#define _POSIX_C_SOURCE 200809L  // clock_gettime, nanosleep
+#define _POSIX_C_SOURCE 200809L  // nanosleep
 #include "gpu/gpu_comm.h"
 
 #include <stdio.h>
@@ -10,12 +10,6 @@
 
 #include "train/rendezvous.h"
 #include "util/util.h"
-
-static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 #ifndef WITH_NCCL
 int gpu_comm_init(GpuComm *c, const GpuContext *ctx, int rank, int world_size,
@@ -73,7 +67,7 @@ static void *watch(void *arg) {
         nanosleep(&second, NULL);
         pthread_mutex_lock(&c->lock);
         const int watching = c->watching;
-        const double idle = now_s() - c->last_progress;
+        const double idle = now_ms() / 1e3 - c->last_progress;
         ncclComm_t comm = comm_of(c);  // NULL while the ranks are still joining
         pthread_mutex_unlock(&c->lock);
         if (!watching) return NULL;
@@ -108,7 +102,7 @@ int gpu_comm_init(GpuComm *c, const GpuContext *ctx, int rank, int world_size,
     // The watchdog covers the joining too: a rank that never comes, or a
     // rank that read a gone run's id before rank 0 could refuse the file.
     pthread_mutex_init(&c->lock, NULL);
-    c->last_progress = now_s();
+    c->last_progress = now_ms() / 1e3;
     c->watching = 1;
     pthread_create(&c->watchdog, NULL, watch, c);
     ncclComm_t comm;
@@ -149,7 +143,7 @@ void gpu_comm_free(GpuComm *c) {
 void gpu_comm_progress(GpuComm *c) {
     if (!c->nccl) return;
     pthread_mutex_lock(&c->lock);
-    c->last_progress = now_s();
+    c->last_progress = now_ms() / 1e3;
     pthread_mutex_unlock(&c->lock);
 }
 
