@@ -138,6 +138,30 @@ static int restore_state(GpuTrainer *tr, char *err) {
     return rc;
 }
 
+// ANCHOR: place_rank
+// Chapter 15: the plan's rank among the launcher's processes, and its GPU:
+// the launcher's local rank, which this host must have.
+static int place_rank(RunPlan *plan, const TrainOptions *opt, char *err) {
+    const Launch *l = &opt->launch;
+    plan->rank = l->rank, plan->world_size = l->world_size, plan->device = l->local_rank;
+    if (l->world_size == 1) return 0;
+    const int gpus = gpu_device_count();
+    // A process that sees one GPU runs on it, whatever its local rank: its
+    // launcher gave it that one (srun --gpus-per-task=1, or a
+    // CUDA_VISIBLE_DEVICES of its own).
+    if (gpus == 1) plan->device = 0;
+    else if (l->local_rank >= gpus)
+        return fail(err, "rank %d of %d is to run on GPU %d of its host (%s's local rank), and "
+                         "the host has %d: start at most %d processes a host", l->rank,
+                    l->world_size, l->local_rank, l->by, gpus, gpus);
+    if (opt->update_in_backward)
+        return fail(err, "--update-in-backward with %d ranks: a layer's update would wait for "
+                         "its gradients' mean over the ranks, and so would the backward pass "
+                         "behind it; run it on one GPU", l->world_size);
+    return 0;
+}
+// ANCHOR_END: place_rank
+
 // ANCHOR: fit_memory
 // Chapter 14's --fit-memory (the plan's fit_memory): a run over its budget
 // that a higher --recompute level brings under it takes the cheapest such
@@ -148,14 +172,11 @@ static int fit_memory(GpuTrainer *tr, const GPT2Config *cfg, RunRequest *asked, 
     if (!memory_plan_fit(cfg, asked, &tr->budget, said, sizeof said)) return 0;
     printf("memory: %s\n", said);
     tr->opt.recompute = asked->recompute;
-    const RunPlan placed = tr->plan;  // its rank and GPU (chapter 15) stay
     if (run_plan_build(&tr->plan, &asked->switches, cfg->padded_vocab_size, asked->grad_accum,
                        asked->recompute, !asked->no_master_weights, asked->update_in_backward,
                        asked->offload_optimizer, err))
         return -1;
-    tr->plan.rank = placed.rank, tr->plan.world_size = placed.world_size;
-    tr->plan.device = placed.device;
-    return 0;
+    return place_rank(&tr->plan, &tr->opt, err);  // the new plan on this rank's GPU too
 }
 // ANCHOR_END: fit_memory
 
@@ -221,28 +242,6 @@ static void free_step_buffers(GpuTrainer *tr) {
 }
 
 // ANCHOR: join_ranks
-// Chapter 15: the plan's rank among the launcher's processes, and its GPU:
-// the launcher's local rank, which this host must have.
-static int place_rank(RunPlan *plan, const TrainOptions *opt, char *err) {
-    const Launch *l = &opt->launch;
-    plan->rank = l->rank, plan->world_size = l->world_size, plan->device = l->local_rank;
-    if (l->world_size == 1) return 0;
-    const int gpus = gpu_device_count();
-    // A process that sees one GPU runs on it, whatever its local rank: its
-    // launcher gave it that one (srun --gpus-per-task=1, or a
-    // CUDA_VISIBLE_DEVICES of its own).
-    if (gpus == 1) plan->device = 0;
-    else if (l->local_rank >= gpus)
-        return fail(err, "rank %d of %d is to run on GPU %d of its host (%s's local rank), and "
-                         "the host has %d: start at most %d processes a host", l->rank,
-                    l->world_size, l->local_rank, l->by, gpus, gpus);
-    if (opt->update_in_backward)
-        return fail(err, "--update-in-backward with %d ranks: a layer's update would wait for "
-                         "its gradients' mean over the ranks, and so would the backward pass "
-                         "behind it; run it on one GPU", l->world_size);
-    return 0;
-}
-
 // A hash of the command line as the run uses it, the launcher's variables
 // left out: what every rank must share (FNV-1a over the options' bytes,
 // which train_options_default zeroes first, padding included).
