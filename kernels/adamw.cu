@@ -333,7 +333,7 @@ __global__ void __launch_bounds__(ADAMW_FUSED_THREADS)
     if (i >= n) return;
     // The tensor's parameters, and its moments where the state keeps them.
     params += table.offset[k], grads += table.offset[k] + table.grad_shift[k];
-    if (master) master += table.offset[k];
+    if (master) master += table.offset[k] + table.master_shift[k];
     m += table.state_offset[k], v += table.state_offset[k];
     const AdamWStep s = *step;
     const AdamWScalars a = {s.lr,  beta1, beta2, eps, table.decay[k] ? weight_decay : 0.0f,

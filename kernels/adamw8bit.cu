@@ -284,7 +284,7 @@ __global__ void __launch_bounds__(ADAMW8BIT_THREADS, ADAMW8BIT_FUSED_MIN_BLOCKS)
         // Chapter 14: without master weights, stochastic rounding when asked
         // (adamw_fused_kernel_v2 does the same).
         const WeightRounding r = {stochastic && !master, (uint32_t)s.t, first};
-        adamw8bit_block(params + first, master ? master + first : NULL,
+        adamw8bit_block(params + first, master ? master + first + table.master_shift[k] : NULL,
                         grads + first + table.grad_shift[k],
                         m_q + state, v_q + state, m_absmax + state / Q8_BLOCK,
                         v_absmax + state / Q8_BLOCK, table.size[k] - local, a, s.clip_factor,

@@ -70,6 +70,14 @@ static void adamw_table_of_kind(AdamWTensors *t, const AdamLayout *l, int quanti
 }
 
 static void adamw_tables(GPT2Gpu *model) {
+    if (model->plan.shard_optimizer) {  // chapter 15: the shard's slices only
+        int decay[NUM_PARAM_TENSORS];
+        for (int i = 0; i < NUM_PARAM_TENSORS; i++) decay[i] = gpt2_param_is_decayed(i);
+        optimizer_shard_table(&model->adamw_tensors, &model->shard, decay, 0,
+                              ADAMW_FUSED_VALUES_PER_BLOCK);
+        optimizer_shard_table(&model->adamw8_tensors, &model->shard, decay, 1, Q8_BLOCK);
+        return;
+    }
     adamw_table_of_kind(&model->adamw_tensors, &model->adam, 0, ADAMW_FUSED_VALUES_PER_BLOCK);
     adamw_table_of_kind(&model->adamw8_tensors, &model->adam, 1, Q8_BLOCK);
 }
@@ -104,9 +112,10 @@ static void *alloc_zeros(GPT2Gpu *model, size_t bytes, const char *what) {
 
 // AdamW's moments, all zero (a fresh state: zero bytes with zero scales
 // dequantize to 0): fp32 for every tensor through chapter 09; from chapter
-// 10 one byte each for the weight matrices' (adam_state.h).
+// 10 one byte each for the weight matrices' (adam_state.h); with chapter
+// 15's --shard-optimizer, those of the rank's shard only.
 static void alloc_adam_state(GPT2Gpu *model) {
-    const AdamLayout *l = &model->adam;
+    const AdamLayout *l = model->plan.shard_optimizer ? &model->shard.local : &model->adam;
     model->m = alloc_zeros(model, l->fp32_values * sizeof(float), "AdamW first moments (fp32)");
     model->v = alloc_zeros(model, l->fp32_values * sizeof(float), "AdamW second moments (fp32)");
     model->m_q = alloc_zeros(model, l->q8_values, "AdamW first moments (8-bit)");
@@ -128,14 +137,21 @@ void gpt2_gpu_init(GPT2Gpu *model, GpuContext *ctx, const GPT2Config *cfg, const
     model->num_params = gpt2_num_params(cfg);
     model->adam = adam_layout_for(cfg, plan->moments_8bit);
     size_t n = model->num_params;
-    model->params = alloc_floatx(model, n, "parameters");
+    // Chapter 15's --shard-optimizer: the parameters and gradients padded to
+    // world_size equal shards (zeros), which the collectives move in place.
+    char err[ERR_LEN];
+    if (plan->shard_optimizer && optimizer_shard_for(&model->shard, &model->adam, plan->rank,
+                                                     plan->world_size, err))
+        die("gpt2_gpu_init: %s", err);
+    const size_t padded = plan->shard_optimizer ? model->shard.padded_values : n;
+    model->params = alloc_zeros(model, padded * sizeof(floatX), "parameters");
     // Chapter 14's --update-in-backward keeps one layer's gradients.
     model->layer_grads = layer_grads_for(cfg);
     const LayerGrads *lg = &model->layer_grads;
     if (plan->update_in_backward)
         model->grads = alloc_floatx(model, lg->values, "gradients (one layer's)");
     else
-        model->grads = alloc_floatx(model, n, "gradients");
+        model->grads = alloc_zeros(model, padded * sizeof(floatX), "gradients");
     // Chapter 14's --offload-optimizer: the moments in its blocks instead.
     if (plan->offload_optimizer) {
         optimizer_offload_init(&model->offload, cfg, &model->adam);
@@ -146,7 +162,9 @@ void gpt2_gpu_init(GPT2Gpu *model, GpuContext *ctx, const GPT2Config *cfg, const
 #ifdef PRECISION_BF16
     // Chapter 14's --no-master-weights goes without them: 4 bytes a parameter
     // saved, the update rounding stochastically into the bf16 weights instead.
-    if (plan->master_weights) model->master = alloc_floats(model, n, "fp32 master weights");
+    if (plan->master_weights)
+        model->master = alloc_floats(model, plan->shard_optimizer ? model->shard.shard_values : n,
+                                     "fp32 master weights");
 #endif
     point_tensors(model->params_of, model->params, model->param_sizes);
     point_tensors(model->grads_of, model->grads,
@@ -166,6 +184,8 @@ void gpt2_gpu_init(GPT2Gpu *model, GpuContext *ctx, const GPT2Config *cfg, const
     model->adamw_step = gpu_malloc(sizeof(AdamWStep), "AdamW step values");
     adamw_tables(model);
     if (plan->update_in_backward || plan->offload_optimizer) alloc_layer_updates(model);
+    if (plan->shard_optimizer)
+        model->shard_norms = alloc_floats(model, (size_t)plan->world_size, "gradient norm's parts");
     model->plan.fp8 = model->fp8_on = plan->fp8 && ctx->fp8;  // what memory_plan counts
     if (model->fp8_on) {
         fp8_layers_alloc(&model->fp8, cfg, max_B, max_T, plan->recompute);
@@ -196,7 +216,8 @@ void gpt2_gpu_free(GPT2Gpu *model) {
     void *all[] = {model->params, model->grads,     model->m,       model->v,
                    model->master, model->scratch,   model->mean_loss, model->norm,
                    model->clip_factor, model->adamw_step, model->m_q, model->v_q,
-                   model->m_absmax, model->v_absmax, model->schedule, model->norm_parts};
+                   model->m_absmax, model->v_absmax, model->schedule, model->norm_parts,
+                   model->shard_norms};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) gpu_free(all[i]);
     free(model->layer_tables);
     optimizer_offload_free(&model->offload);
@@ -568,7 +589,15 @@ static void mean_layer_grads(GPT2Gpu *model, int l) {
                             g.ln2w, g.ln2b, g.fcw,   g.fcb,  g.fcprojw,  g.fcprojb};
     const size_t counts[] = {C, C, 3 * C * C, 3 * C, C * C,     C,
                              C, C, 4 * C * C, 4 * C, 4 * C * C, C};
-    gpu_comm_mean_async(model->comm, model->ctx, ptrs, counts, 12);
+    if (!model->plan.shard_optimizer) {
+        gpu_comm_mean_async(model->comm, model->ctx, ptrs, counts, 12);
+        return;
+    }
+    // --shard-optimizer: each tensor's mean only where its owner keeps it.
+    size_t firsts[12];
+    for (int i = 0; i < 12; i++) firsts[i] = (size_t)(ptrs[i] - model->grads);
+    gpu_comm_mean_to_owners_async(model->comm, model->ctx, model->grads, firsts, counts, 12,
+                                  model->shard.shard_values);
 }
 // ANCHOR_END: mean_layer_grads
 
@@ -576,22 +605,34 @@ static void mean_layer_grads(GPT2Gpu *model, int l) {
 // only after the encoder's backward pass, and the final layernorm; lm_head
 // when untied), then the model's stream waits for every all-reduce: the
 // update reads the mean. Without --overlap-comm, every gradient here, in
-// one all-reduce of the whole buffer, which nothing then overlaps.
+// one all-reduce of the whole buffer (with --shard-optimizer, one
+// reduce-scatter), which nothing then overlaps.
 static void mean_other_grads(GPT2Gpu *model) {
+    const int sharded = model->plan.shard_optimizer;
     if (!model->plan.overlap_comm) {
         floatX *const all = model->grads;
-        gpu_comm_mean_async(model->comm, model->ctx, &all, &model->num_params, 1);
+        if (sharded)  // --shard-optimizer: each shard's mean on its owner
+            gpu_comm_mean_scatter_async(model->comm, model->ctx, model->grads,
+                                        model->shard.shard_values);
+        else
+            gpu_comm_mean_async(model->comm, model->ctx, &all, &model->num_params, 1);
         gpu_comm_wait(model->comm, model->ctx);
         return;
     }
     const int others[] = {PARAM_WTE, PARAM_WPE, PARAM_LNFW, PARAM_LNFB, PARAM_LM_HEAD};
     floatX *ptrs[5];
-    size_t counts[5];
+    size_t firsts[5], counts[5];
     int n = 0;
-    for (int i = 0; i < 5; i++)
-        if (model->param_sizes[others[i]])
-            ptrs[n] = model->grads_of[others[i]], counts[n++] = model->param_sizes[others[i]];
-    gpu_comm_mean_async(model->comm, model->ctx, ptrs, counts, n);
+    for (int i = 0; i < 5; i++) {
+        if (!model->param_sizes[others[i]]) continue;
+        ptrs[n] = model->grads_of[others[i]], counts[n] = model->param_sizes[others[i]];
+        firsts[n++] = (size_t)(model->grads_of[others[i]] - model->grads);
+    }
+    if (sharded)
+        gpu_comm_mean_to_owners_async(model->comm, model->ctx, model->grads, firsts, counts, n,
+                                      model->shard.shard_values);
+    else
+        gpu_comm_mean_async(model->comm, model->ctx, ptrs, counts, n);
     gpu_comm_wait(model->comm, model->ctx);
 }
 

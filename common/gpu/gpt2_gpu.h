@@ -23,10 +23,14 @@
 //                   instead (m_q, v_q and their scales) and m, v hold the
 //                   rest (adam_state.h: AdamLayout). With chapter 14's
 //                   --offload-optimizer none of these: the moments are in
-//                   `offload`, the layers' on the host (optimizer_offload.h)
+//                   `offload`, the layers' on the host (optimizer_offload.h).
+//                   With chapter 15's --shard-optimizer, the moments of this
+//                   rank's shard only (optimizer_shard.h: shard.local)
 //   master          the fp32 master weights, num_params floats: the bf16 build
 //                   only (NULL in fp32, where params are fp32 already); AdamW
-//                   updates them and rounds them into params
+//                   updates them and rounds them into params. With
+//                   --shard-optimizer, the shard's: shard_values floats, and
+//                   params and grads are padded to world_size shards
 //   acts            every activation and activation gradient: one table,
 //                   activations.h, sized by the plan; from chapter 14, some
 //                   of them one layer's worth, which the backward pass
@@ -60,6 +64,7 @@
 #include "gpu/gpu_ops.h"
 #include "gpu/gpu_comm.h"
 #include "gpu/optimizer_offload.h"
+#include "optim/optimizer_shard.h"
 #include "optim/optimizer.h"
 #include "precision.h"
 #include "gpu/run_plan.h"
@@ -127,6 +132,11 @@ typedef struct {
     // each layer's as soon as they are complete, on the communication stream.
     GpuComm *comm;
     int sync_grads;
+    // Chapter 15's --shard-optimizer (plan.shard_optimizer): this rank's part
+    // of the parameters, whose master weights and moments it keeps, and the
+    // ranks' parts of the gradient norm (device, world_size floats).
+    OptimizerShard shard;
+    float *shard_norms;
     // Chapter 13: the plan asks for FP8 GEMMs and the GPU has them
     // (ctx->fp8); else chapter 12's bf16 GEMMs run and fp8 is empty.
     int fp8_on;

@@ -25,19 +25,89 @@ float gpt2_gpu_read_loss(const GPT2Gpu *model) {
     return loss;
 }
 
+// ---- chapter 15: what the shards hold, gathered on rank 0 -----------------------
+
+// Rank `from`'s `bytes` of device memory at `mine` (its own buffer, read on
+// that rank only) into host memory `out` on rank 0: a copy on rank 0 itself,
+// else sent over NCCL in pieces through `bounce` (BOUNCE_BYTES of rank 0's
+// device memory), so that rank 0 never holds another rank's whole shard on
+// its GPU. Every rank calls it for every `from`; the ranks it does not
+// concern pass it by.
+#define BOUNCE_BYTES ((size_t)16 << 20)
+
+static void shard_bytes_to_rank0(const GPT2Gpu *model, int from, const void *mine, size_t bytes,
+                                 void *out, void *bounce) {
+    const int rank = model->shard.rank;
+    const GpuContext *ctx = model->ctx;
+    if (bytes == 0 || (rank != 0 && rank != from)) return;
+    if (from == 0) {
+        CUDA_CHECK(cudaStreamSynchronize(ctx->stream));
+        gpu_memcpy_sync(ctx, out, mine, bytes, cudaMemcpyDeviceToHost);
+        return;
+    }
+    for (size_t at = 0; at < bytes; at += BOUNCE_BYTES) {
+        const size_t n = bytes - at < BOUNCE_BYTES ? bytes - at : BOUNCE_BYTES;
+        if (rank == from) {
+            gpu_comm_send(model->comm, ctx, (const char *)mine + at, n, 0);
+            continue;
+        }
+        gpu_comm_recv(model->comm, ctx, bounce, n, from);
+        CUDA_CHECK(cudaStreamSynchronize(ctx->stream));
+        gpu_memcpy_sync(ctx, (char *)out + at, bounce, n, cudaMemcpyDeviceToHost);
+    }
+    CUDA_CHECK(cudaStreamSynchronize(ctx->stream));
+}
+
+// The master weights (num_params floats) on rank 0, each rank's shard in
+// its place.
+static void gather_sharded_master(const GPT2Gpu *model, float *host) {
+    void *bounce = model->shard.rank == 0 ? gpu_malloc(BOUNCE_BYTES, "gather bounce") : NULL;
+    for (int r = 0; r < model->shard.world_size; r++) {
+        OptimizerShard theirs;
+        char err[ERR_LEN];
+        if (optimizer_shard_for(&theirs, &model->adam, r, model->shard.world_size, err))
+            die("gather_sharded_master: %s", err);
+        shard_bytes_to_rank0(model, r, model->master, (theirs.last - theirs.first) * sizeof(float),
+                             host + theirs.first, bounce);
+    }
+    gpu_free(bounce);
+}
+
+// AdamW's moments in the whole layout, on rank 0: each rank's shard's
+// buffers, then put in their places (optimizer_shard_gather).
+static void gather_sharded_state(const GPT2Gpu *model, AdamState *whole) {
+    void *bounce = model->shard.rank == 0 ? gpu_malloc(BOUNCE_BYTES, "gather bounce") : NULL;
+    for (int r = 0; r < model->shard.world_size; r++) {
+        OptimizerShard theirs;
+        char err[ERR_LEN];
+        if (optimizer_shard_for(&theirs, &model->adam, r, model->shard.world_size, err))
+            die("gather_sharded_state: %s", err);
+        const AdamLayout *l = &theirs.local;
+        AdamState got;
+        adam_state_alloc(&got, l);
+        shard_bytes_to_rank0(model, r, model->m, l->fp32_values * sizeof(float), got.m, bounce);
+        shard_bytes_to_rank0(model, r, model->v, l->fp32_values * sizeof(float), got.v, bounce);
+        shard_bytes_to_rank0(model, r, model->m_q, l->q8_values, got.m_q, bounce);
+        shard_bytes_to_rank0(model, r, model->v_q, l->q8_values, got.v_q, bounce);
+        shard_bytes_to_rank0(model, r, model->m_absmax, l->q8_blocks * sizeof(float),
+                             got.m_absmax, bounce);
+        shard_bytes_to_rank0(model, r, model->v_absmax, l->q8_blocks * sizeof(float),
+                             got.v_absmax, bounce);
+        if (model->shard.rank == 0) optimizer_shard_gather(&theirs, &got, whole);
+        adam_state_free(&got);
+    }
+    gpu_free(bounce);
+}
+
 // ANCHOR: adam_state_transfer
 static void check_layout(const GPT2Gpu *model, const AdamState *s) {
     if (!adam_layout_equal(&s->layout, &model->adam))
         die("gpt2_gpu: an AdamState of another layout (adam_state_convert it first)");
 }
 
-void gpt2_gpu_get_state(const GPT2Gpu *model, AdamState *s) {
-    check_layout(model, s);
-    if (model->plan.offload_optimizer) {  // chapter 14: in blocks, most on the host
-        optimizer_offload_get(&model->offload, model->ctx, s);
-        return;
-    }
-    const AdamLayout *l = &model->adam;
+// The moments of the buffers at hand (the model's, or, with
+// --shard-optimizer, the rank's shard's) into a state of their layout.
+static void download_moments(const GPT2Gpu *model, const AdamLayout *l, AdamState *s) {
     const GpuContext *ctx = model->ctx;
     gpu_memcpy_sync(ctx, s->m, model->m, l->fp32_values * sizeof(float), cudaMemcpyDeviceToHost);
     gpu_memcpy_sync(ctx, s->v, model->v, l->fp32_values * sizeof(float), cudaMemcpyDeviceToHost);
@@ -50,13 +120,7 @@ void gpt2_gpu_get_state(const GPT2Gpu *model, AdamState *s) {
                     cudaMemcpyDeviceToHost);
 }
 
-void gpt2_gpu_set_state(GPT2Gpu *model, const AdamState *s) {
-    check_layout(model, s);
-    if (model->plan.offload_optimizer) {
-        optimizer_offload_set(&model->offload, model->ctx, s);
-        return;
-    }
-    const AdamLayout *l = &model->adam;
+static void upload_moments(GPT2Gpu *model, const AdamLayout *l, const AdamState *s) {
     const GpuContext *ctx = model->ctx;
     gpu_memcpy_sync(ctx, model->m, s->m, l->fp32_values * sizeof(float), cudaMemcpyHostToDevice);
     gpu_memcpy_sync(ctx, model->v, s->v, l->fp32_values * sizeof(float), cudaMemcpyHostToDevice);
@@ -67,6 +131,38 @@ void gpt2_gpu_set_state(GPT2Gpu *model, const AdamState *s) {
                     cudaMemcpyHostToDevice);
     gpu_memcpy_sync(ctx, model->v_absmax, s->v_absmax, l->q8_blocks * sizeof(float),
                     cudaMemcpyHostToDevice);
+}
+
+void gpt2_gpu_get_state(const GPT2Gpu *model, AdamState *s) {
+    check_layout(model, s);
+    if (model->plan.offload_optimizer) {  // chapter 14: in blocks, most on the host
+        optimizer_offload_get(&model->offload, model->ctx, s);
+        return;
+    }
+    if (model->plan.shard_optimizer) {  // chapter 15: each rank's shard, to rank 0
+        gather_sharded_state(model, s);
+        return;
+    }
+    download_moments(model, &model->adam, s);
+}
+
+void gpt2_gpu_set_state(GPT2Gpu *model, const AdamState *s) {
+    check_layout(model, s);
+    if (model->plan.offload_optimizer) {
+        optimizer_offload_set(&model->offload, model->ctx, s);
+        return;
+    }
+    if (!model->plan.shard_optimizer) {
+        upload_moments(model, &model->adam, s);
+        return;
+    }
+    // Chapter 15: every rank has the whole state (it read the file); it
+    // keeps its shard's.
+    AdamState mine;
+    adam_state_alloc(&mine, &model->shard.local);
+    optimizer_shard_scatter(&model->shard, s, &mine);
+    upload_moments(model, &model->shard.local, &mine);
+    adam_state_free(&mine);
 }
 // ANCHOR_END: adam_state_transfer
 
@@ -152,7 +248,8 @@ void gpt2_gpu_download_floatx(const GPT2Gpu *model, const floatX *device, float 
 }
 
 void gpt2_gpu_get_params(const GPT2Gpu *model, float *host) {
-    if (model->master) gpt2_gpu_download(model, model->master, host);
+    if (model->master && model->plan.shard_optimizer) gather_sharded_master(model, host);
+    else if (model->master) gpt2_gpu_download(model, model->master, host);
     else gpt2_gpu_download_floatx(model, model->params, host, model->num_params);
 }
 
@@ -160,7 +257,13 @@ void gpt2_gpu_set_params(GPT2Gpu *model, const float *host) {
     const size_t n = model->num_params;
     // The bf16 build: the fp32 weights become the master copy as they are,
     // and the bf16 working copy is each of them rounded to nearest even.
-    if (model->master) gpt2_gpu_upload(model, model->master, host);
+    // Chapter 15's --shard-optimizer keeps the master weights of its shard.
+    const OptimizerShard *s = &model->shard;
+    if (model->master && model->plan.shard_optimizer)
+        gpu_memcpy_sync(model->ctx, model->master, host + s->first,
+                        (s->last - s->first) * sizeof(float), cudaMemcpyHostToDevice);
+    else if (model->master)
+        gpt2_gpu_upload(model, model->master, host);
     floatX *stored = xmalloc(n * sizeof(floatX));
     floatx_from_floats(stored, host, n);
     gpu_memcpy_sync(model->ctx, model->params, stored, n * sizeof(floatX), cudaMemcpyHostToDevice);

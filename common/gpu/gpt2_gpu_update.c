@@ -195,12 +195,40 @@ static void end_in_backward(GPT2Gpu *model, float *norm) {
     grad_norm_of_parts_v1(model->ctx, norm, model->norm_parts, model->config.num_layers);
 }
 
+// ---- chapter 15: the update of a shard -------------------------------------------
+
+// ANCHOR: sharded_update
+// --shard-optimizer: the rank holds the gradients' mean of its shard only.
+// The norm of the whole is the norm of the ranks' norms: each rank's part,
+// gathered by every rank, then added in the ranks' order, so that every
+// rank clips by the same factor.
+static void sharded_norm(GPT2Gpu *model, float *norm) {
+    const OptimizerShard *s = &model->shard;
+    grad_norm_v1(model->ctx, model->shard_norms + s->rank, model->scratch,
+                 model->grads + s->first, s->last - s->first);
+    if (model->comm) gpu_comm_gather_floats(model->comm, model->ctx, model->shard_norms, 1);
+    grad_norm_of_parts_v1(model->ctx, norm, model->shard_norms, s->world_size);
+}
+
+// The shard updated (its tables: gpt2_gpu.c's adamw_tables), every rank
+// takes every other's new weights.
+static void sharded_step(GPT2Gpu *model, const HostStep *host, const AdamWConfig *cfg,
+                         float max_norm, float *norm) {
+    sharded_norm(model, norm);
+    adamw_fused_step(model, host, cfg, max_norm, norm);
+    if (model->comm) gpu_comm_gather(model->comm, model->ctx, model->params,
+                                     model->shard.shard_values);
+}
+// ANCHOR_END: sharded_update
+
 static float update(GPT2Gpu *model, const HostStep *host, const AdamWConfig *cfg, float max_norm,
                     float *norm) {
     nvtxRangePushA("optimizer");
     float host_norm = NAN;
     if (model->plan.update_in_backward) {
         end_in_backward(model, norm);
+    } else if (model->plan.shard_optimizer) {
+        sharded_step(model, host, cfg, max_norm, norm);
     } else if (model->plan.fused_update) {
         grad_norm_v1(model->ctx, norm, model->scratch, model->grads, model->num_params);
         adamw_fused_step(model, host, cfg, max_norm, norm);

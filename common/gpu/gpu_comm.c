@@ -28,6 +28,29 @@ void gpu_comm_mean_async(GpuComm *c, const GpuContext *ctx, floatX *const *ptrs,
     (void)c, (void)ctx, (void)ptrs, (void)counts, (void)n;
 }
 void gpu_comm_wait(GpuComm *c, const GpuContext *ctx) { (void)c, (void)ctx; }
+void gpu_comm_mean_to_owners_async(GpuComm *c, const GpuContext *ctx, floatX *buf,
+                                   const size_t *firsts, const size_t *counts, int n,
+                                   size_t shard_values) {
+    (void)c, (void)ctx, (void)buf, (void)firsts, (void)counts, (void)n, (void)shard_values;
+}
+void gpu_comm_mean_scatter_async(GpuComm *c, const GpuContext *ctx, floatX *buf,
+                                 size_t shard_values) {
+    (void)c, (void)ctx, (void)buf, (void)shard_values;
+}
+void gpu_comm_gather(GpuComm *c, const GpuContext *ctx, floatX *buf, size_t shard_values) {
+    (void)c, (void)ctx, (void)buf, (void)shard_values;
+}
+void gpu_comm_gather_floats(GpuComm *c, const GpuContext *ctx, float *x, size_t each) {
+    (void)c, (void)ctx, (void)x, (void)each;
+}
+void gpu_comm_send(GpuComm *c, const GpuContext *ctx, const void *buf, size_t bytes, int peer) {
+    (void)c, (void)ctx, (void)buf, (void)bytes, (void)peer;
+    die("gpu_comm_send: a trainer built without NCCL has no other rank");
+}
+void gpu_comm_recv(GpuComm *c, const GpuContext *ctx, void *buf, size_t bytes, int peer) {
+    (void)c, (void)ctx, (void)buf, (void)bytes, (void)peer;
+    die("gpu_comm_recv: a trainer built without NCCL has no other rank");
+}
 void gpu_comm_mean_floats(GpuComm *c, const GpuContext *ctx, float *x, size_t n) {
     (void)c, (void)ctx, (void)x, (void)n;
 }
@@ -147,13 +170,17 @@ void gpu_comm_progress(GpuComm *c) {
     pthread_mutex_unlock(&c->lock);
 }
 
+// The communication stream starts where the model's stream is: after the
+// kernels that wrote what it is to send.
+static void fork_from(GpuComm *c, const GpuContext *ctx) {
+    CUDA_CHECK(cudaEventRecord(c->fork, ctx->stream));
+    CUDA_CHECK(cudaStreamWaitEvent(c->stream, c->fork, 0));
+}
+
 // ANCHOR: comm_mean
 void gpu_comm_mean_async(GpuComm *c, const GpuContext *ctx, floatX *const *ptrs,
                          const size_t *counts, int n) {
-    // The communication stream starts where the model's stream is: after
-    // the kernels that wrote these gradients.
-    CUDA_CHECK(cudaEventRecord(c->fork, ctx->stream));
-    CUDA_CHECK(cudaStreamWaitEvent(c->stream, c->fork, 0));
+    fork_from(c, ctx);
     // One group: NCCL runs the tensors' all-reduces as one operation.
     NCCL_CHECK(ncclGroupStart());
     for (int i = 0; i < n; i++)
@@ -168,6 +195,59 @@ void gpu_comm_wait(GpuComm *c, const GpuContext *ctx) {
     CUDA_CHECK(cudaStreamWaitEvent(ctx->stream, c->join, 0));
 }
 // ANCHOR_END: comm_mean
+
+// ANCHOR: mean_to_owners
+void gpu_comm_mean_to_owners_async(GpuComm *c, const GpuContext *ctx, floatX *buf,
+                                   const size_t *firsts, const size_t *counts, int n,
+                                   size_t shard_values) {
+    if (!c->nccl) return;
+    fork_from(c, ctx);
+    NCCL_CHECK(ncclGroupStart());
+    for (int i = 0; i < n; i++) {
+        // The range, cut at the shards' edges: each part to its owner.
+        for (size_t at = firsts[i], end = firsts[i] + counts[i]; at < end;) {
+            const int owner = (int)(at / shard_values);
+            const size_t edge = (size_t)(owner + 1) * shard_values;
+            const size_t count = (end < edge ? end : edge) - at;
+            NCCL_CHECK(ncclReduce(buf + at, buf + at, count, NCCL_FLOATX, ncclAvg, owner,
+                                  comm_of(c), c->stream));
+            at += count;
+        }
+    }
+    NCCL_CHECK(ncclGroupEnd());
+}
+// ANCHOR_END: mean_to_owners
+
+// ANCHOR: shard_collectives
+void gpu_comm_mean_scatter_async(GpuComm *c, const GpuContext *ctx, floatX *buf,
+                                 size_t shard_values) {
+    if (!c->nccl) return;
+    fork_from(c, ctx);
+    // In place: rank r's mean lands on its own shard, buf + r * shard_values.
+    NCCL_CHECK(ncclReduceScatter(buf, buf + (size_t)c->rank * shard_values, shard_values,
+                                 NCCL_FLOATX, ncclAvg, comm_of(c), c->stream));
+}
+
+void gpu_comm_gather(GpuComm *c, const GpuContext *ctx, floatX *buf, size_t shard_values) {
+    if (!c->nccl) return;
+    NCCL_CHECK(ncclAllGather(buf + (size_t)c->rank * shard_values, buf, shard_values, NCCL_FLOATX,
+                             comm_of(c), ctx->stream));
+}
+// ANCHOR_END: shard_collectives
+
+void gpu_comm_gather_floats(GpuComm *c, const GpuContext *ctx, float *x, size_t each) {
+    if (!c->nccl) return;
+    NCCL_CHECK(ncclAllGather(x + (size_t)c->rank * each, x, each, ncclFloat32, comm_of(c),
+                             ctx->stream));
+}
+
+void gpu_comm_send(GpuComm *c, const GpuContext *ctx, const void *buf, size_t bytes, int peer) {
+    NCCL_CHECK(ncclSend(buf, bytes, ncclUint8, peer, comm_of(c), ctx->stream));
+}
+
+void gpu_comm_recv(GpuComm *c, const GpuContext *ctx, void *buf, size_t bytes, int peer) {
+    NCCL_CHECK(ncclRecv(buf, bytes, ncclUint8, peer, comm_of(c), ctx->stream));
+}
 
 void gpu_comm_mean_floats(GpuComm *c, const GpuContext *ctx, float *x, size_t n) {
     if (!c->nccl) return;

@@ -64,6 +64,34 @@ void gpu_comm_progress(GpuComm *c);
 void gpu_comm_mean_async(GpuComm *c, const GpuContext *ctx, floatX *const *ptrs,
                          const size_t *counts, int n);
 
+// Chapter 15's --shard-optimizer (optimizer_shard.h): the flat buffer
+// `buf` is cut into world_size shards of shard_values, rank r's at
+// r * shard_values.
+//   gpu_comm_mean_to_owners_async: the mean over the ranks of the ranges
+//     [firsts[i], firsts[i] + counts[i]) of buf, each part of a range on the
+//     rank that owns it only (a reduce to that rank), on the communication
+//     stream as gpu_comm_mean_async; the ranges' other values stay this
+//     rank's own.
+//   gpu_comm_mean_scatter_async: the same for the whole buffer (world_size
+//     * shard_values values), in one reduce-scatter.
+//   gpu_comm_gather: every rank's shard of buf to every rank (an
+//     all-gather), on ctx's stream.
+void gpu_comm_mean_to_owners_async(GpuComm *c, const GpuContext *ctx, floatX *buf,
+                                   const size_t *firsts, const size_t *counts, int n,
+                                   size_t shard_values);
+void gpu_comm_mean_scatter_async(GpuComm *c, const GpuContext *ctx, floatX *buf,
+                                 size_t shard_values);
+void gpu_comm_gather(GpuComm *c, const GpuContext *ctx, floatX *buf, size_t shard_values);
+
+// Every rank's `each` floats, x[rank * each ..], to every rank, in place, on
+// ctx's stream.
+void gpu_comm_gather_floats(GpuComm *c, const GpuContext *ctx, float *x, size_t each);
+
+// `bytes` of device memory from this rank to rank `peer`, which receives
+// them with gpu_comm_recv; on ctx's stream.
+void gpu_comm_send(GpuComm *c, const GpuContext *ctx, const void *buf, size_t bytes, int peer);
+void gpu_comm_recv(GpuComm *c, const GpuContext *ctx, void *buf, size_t bytes, int peer);
+
 // ctx's stream waits (on the device) for every all-reduce queued so far.
 void gpu_comm_wait(GpuComm *c, const GpuContext *ctx);
 

@@ -62,10 +62,20 @@ static size_t gemm_bytes(const GPT2Config *c, const RunPlan *run) {
 MemoryPlan memory_plan(const GPT2Config *cfg, int B, int T, const RunPlan *run) {
     MemoryPlan p = {0};
     const size_t n = gpt2_num_params(cfg);
-    const AdamLayout l = adam_layout_for(cfg, run->moments_8bit);
-    p.params = n * sizeof(floatX);
+    AdamLayout l = adam_layout_for(cfg, run->moments_8bit);
+    // Chapter 15's --shard-optimizer: the moments and master weights of the
+    // rank's shard, the parameters and gradients padded to the shards.
+    size_t padded = n, master = n;
+    OptimizerShard shard;
+    char err[ERR_LEN];
+    if (run->shard_optimizer &&
+        !optimizer_shard_for(&shard, &l, run->rank, run->world_size, err)) {
+        l = shard.local;
+        padded = shard.padded_values, master = shard.shard_values;
+    }
+    p.params = padded * sizeof(floatX);
     // Chapter 14's --update-in-backward keeps one layer's gradients at a time.
-    p.grads = (run->update_in_backward ? layer_grads_for(cfg).values : n) * sizeof(floatX);
+    p.grads = (run->update_in_backward ? layer_grads_for(cfg).values : padded) * sizeof(floatX);
     if (run->offload_optimizer) {  // chapter 14: two layers' and the rest's on the GPU
         p.adam_offload = optimizer_offload_device_bytes(cfg, &l);
     } else {
@@ -73,13 +83,16 @@ MemoryPlan memory_plan(const GPT2Config *cfg, int B, int T, const RunPlan *run) 
         p.adam_8bit = 2 * (l.q8_values + l.q8_blocks * sizeof(float));
     }
 #ifdef PRECISION_BF16
-    p.master = run->master_weights ? n * sizeof(float) : 0;  // 0: --no-master-weights
+    p.master = run->master_weights ? master * sizeof(float) : 0;  // 0: --no-master-weights
+#else
+    (void)master;  // the fp32 build's weights are the parameters
 #endif
     p.activations = activations_bytes(cfg, B, T, run);
     p.scratch = memory_plan_scratch_floats(cfg, B, T, run) * sizeof(float);
     p.batch = device_batch_bytes(B, T);
     p.scalars = 3 * sizeof(float) + sizeof(AdamWStep);
     if (run->update_in_backward) p.scalars += (size_t)cfg->num_layers * sizeof(float);
+    if (run->shard_optimizer) p.scalars += (size_t)run->world_size * sizeof(float);
     p.fp8 = run->fp8 ? fp8_layers_bytes(cfg, B, T, run->recompute) : 0;
     p.model = p.params + p.grads + p.adam_fp32 + p.adam_8bit + p.adam_offload + p.master +
               p.activations +

@@ -56,6 +56,8 @@ typedef struct {
     int rank, world_size, device;
     int overlap_comm;      // 15: each layer's gradients averaged over the ranks during the
                            // backward pass (else all of them after it, in one all-reduce)
+    int shard_optimizer;   // 15: each rank keeps the master weights and moments of its 1/N
+                           // of the parameters, and updates those (optimizer_shard.h)
 } RunPlan;
 // ANCHOR_END: run_plan
 

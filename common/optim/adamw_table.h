@@ -38,6 +38,9 @@ typedef struct {
                                                   // gradients, less offset: 0 (laid out as
                                                   // the parameters) but in chapter 14's
                                                   // --update-in-backward (layer_tables.h)
+    long long master_shift[ADAMW_MAX_TENSORS];    // where its master weights start in master,
+                                                  // less offset: 0 but in chapter 15's
+                                                  // --shard-optimizer (optimizer_shard.h)
     int decay[ADAMW_MAX_TENSORS];                 // 1: weight decay applies to it
     unsigned int first_block[ADAMW_MAX_TENSORS];  // its first block in the launch
 } AdamWTensors;
@@ -47,8 +50,9 @@ typedef struct {
 // buffer is still counted) and weight decay when decay[i] is not 0. More than
 // ADAMW_MAX_TENSORS non-empty tensors is a programming error: it says so and
 // exits. Each state_offset is left 0: the caller sets it (adamw_tensors_v2:
-// the parameters' offset); so is each grad_shift, which stays 0 unless the
-// gradients are laid out otherwise than the parameters (chapter 14). Chapter 09's exercise
+// the parameters' offset); so are each grad_shift and master_shift, which
+// stay 0 unless the gradients (chapter 14) or the master weights (chapter
+// 15) are laid out otherwise than the parameters. Chapter 09's exercise
 // (solutions/09_fused_optimizer/adamw_table.c).
 void adamw_table_build(AdamWTensors *table, const size_t *sizes, const int *decay, int count,
                        size_t values_per_block);

@@ -293,7 +293,11 @@ static void usage_extra(void) {
            "                        the others read it; a path that does not exist yet, on a\n"
            "                        filesystem every host sees (required with several)\n"
            "  --comm-timeout S      a rank that makes no progress for S seconds (another\n"
-           "                        rank stopped) stops too, saying so (default 300)\n",
+           "                        rank stopped) stops too, saying so (default 300)\n"
+           "  --shard-optimizer     ZeRO-1: each rank keeps the fp32 master weights and the\n"
+           "                        moments of 1/N of the parameters, and updates those;\n"
+           "                        the gradients' mean goes to each part's owner only, and\n"
+           "                        the new weights from every owner to every rank\n",
            chapter_first_of_precision(PRECISION_NAME), PRECISION_NAME, PRECISION_NAME);
     fputs(EXIT_STATUS_HELP, stdout);
 }
@@ -459,8 +463,11 @@ static void report_steps(const ReportOptions *report, GpuTrainer *tr, Report *re
 static void save_checkpoint(GpuTrainer *tr, Report *rep, char *path, size_t cap,
                             int *saved_step) {
     char err[ERR_LEN];
-    // Chapter 15: every rank holds the same model and state; rank 0 writes them.
+    // Chapter 15: every rank holds the same model and state; rank 0 writes
+    // them. With --shard-optimizer each rank holds a part of the state, and
+    // every rank takes part in gathering it (gpu_trainer_save).
     if (tr->opt.launch.rank != 0) {
+        if (tr->plan.shard_optimizer && gpu_trainer_save(tr, path, cap, err)) die("%s", err);
         *saved_step = tr->step;
         return;
     }

@@ -162,6 +162,25 @@ static int place_rank(RunPlan *plan, const TrainOptions *opt, char *err) {
 }
 // ANCHOR_END: place_rank
 
+// Chapter 15's --shard-optimizer: each rank's part of the optimizer state,
+// for the fused update's tables (a shard is a table's slices of tensors),
+// with the moments on the GPU (the host's blocks of --offload-optimizer are
+// a layer's, not a shard's).
+static int plan_shards(RunPlan *plan, const TrainOptions *opt, const GPT2Config *cfg,
+                       char *err) {
+    plan->shard_optimizer = opt->shard_optimizer;
+    if (!opt->shard_optimizer) return 0;
+    if (!plan->fused_update)
+        return fail(err, "--shard-optimizer needs --fused-optimizer (chapter 09): each rank "
+                         "updates its shard with the fused kernels' tables");
+    if (opt->offload_optimizer)
+        return fail(err, "--shard-optimizer with --offload-optimizer: the host's blocks hold a "
+                         "layer's moments, not a shard's; take one or the other");
+    OptimizerShard s;
+    const AdamLayout whole = adam_layout_for(cfg, plan->moments_8bit);
+    return optimizer_shard_for(&s, &whole, plan->rank, plan->world_size, err);
+}
+
 // ANCHOR: fit_memory
 // Chapter 14's --fit-memory (the plan's fit_memory): a run over its budget
 // that a higher --recompute level brings under it takes the cheapest such
@@ -176,7 +195,8 @@ static int fit_memory(GpuTrainer *tr, const GPT2Config *cfg, RunRequest *asked, 
                        asked->recompute, !asked->no_master_weights, asked->update_in_backward,
                        asked->offload_optimizer, err))
         return -1;
-    return place_rank(&tr->plan, &tr->opt, err);  // the new plan on this rank's GPU too
+    // The new plan on this rank's GPU too, with its shard.
+    return place_rank(&tr->plan, &tr->opt, err) || plan_shards(&tr->plan, &tr->opt, cfg, err);
 }
 // ANCHOR_END: fit_memory
 
@@ -284,7 +304,7 @@ int gpu_trainer_init(GpuTrainer *tr, const TrainOptions *opt, const Optimization
         run_plan_build(&tr->plan, optim, cfg.padded_vocab_size, opt->grad_accum, opt->recompute,
                        !opt->no_master_weights, opt->update_in_backward,
                        opt->offload_optimizer, err) ||
-        place_rank(&tr->plan, opt, err)) {
+        place_rank(&tr->plan, opt, err) || plan_shards(&tr->plan, opt, &cfg, err)) {
         free(params);
         dataloader_free(&tr->train);
         if (tr->has_val) dataloader_free(&tr->val);
@@ -648,8 +668,11 @@ int gpu_trainer_save(GpuTrainer *tr, char *model_path, size_t cap, char *err) {
                                             : dataloader_position(&tr->train);
     TrainProgress p = {.step = tr->step, .data = data, .sampler_rng = tr->sampler.state,
                        .B = tr->opt.B, .T = tr->opt.T};
-    int rc = save_run(tr->opt.checkpoint_dir, &m->config, params, &state, &scales, &p, model_path,
-                      cap, err);
+    // Chapter 15's --shard-optimizer: every rank has sent its shard; rank 0
+    // alone writes.
+    int rc = tr->plan.rank != 0 ? 0
+                                : save_run(tr->opt.checkpoint_dir, &m->config, params, &state,
+                                           &scales, &p, model_path, cap, err);
     free(params);
     adam_state_free(&state);
     fp8_state_free(&scales);

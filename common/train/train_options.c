@@ -272,6 +272,7 @@ static const FlagSpec FLAGS[] = {
     {"--no-master-weights", NULL, FLAG_SWITCH, FIELD(no_master_weights), 1, 1, 0},
     {"--update-in-backward", NULL, FLAG_SWITCH, FIELD(update_in_backward), 1, 1, 0},
     {"--offload-optimizer", NULL, FLAG_SWITCH, FIELD(offload_optimizer), 1, 1, 0},
+    {"--shard-optimizer", NULL, FLAG_SWITCH, FIELD(shard_optimizer), 1, 1, 0},
     {"--steps", NULL, FLAG_INT, FIELD(steps), 1, MANY, GIVEN_STEPS},
     {"--lr", NULL, FLAG_FLOAT, FIELD(lr.max_lr), 0, 1e30, 0},
     {"--warmup", NULL, FLAG_INT, FIELD(lr.warmup_steps), 0, MANY, 0},

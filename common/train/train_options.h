@@ -29,6 +29,7 @@ typedef struct {
     int no_master_weights;   // no fp32 master copy; stochastic rounding (GPU bf16, chapter 14)
     int update_in_backward;  // each layer updated in the backward pass (GPU, chapter 14)
     int offload_optimizer;   // the layers' moments in host memory (GPU, chapter 14)
+    int shard_optimizer;     // each rank keeps 1/N of the optimizer state (GPU, chapter 15)
     // device memory
     double memory_limit_gib; // GPU: --memory-limit, the most the run may plan (memory_budget.h);
                              // 0: what the GPU has free
