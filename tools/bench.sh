@@ -38,7 +38,8 @@
 # GPUS (unset: one GPU, as above; N >= 2: also, after all the rest, chapter
 # 15's rows on several GPUs of this machine): the last chapter at B per GPU
 # on 1, 2, 4, ... GPUs up to N (and N), through tools/launch_local.sh (one
-# GPU: the trainer alone), labelled ch15-g1, ch15-g2, ...; and PyTorch's best
+# GPU: the trainer alone), labelled ch15-g1, ch15-g2, ..., and on N without
+# the overlap and with ZeRO-1 (ch15-gN-no-overlap-comm, ch15-gN-zero1); and PyTorch's best
 # recipe in DistributedDataParallel under torchrun on 1 and N GPUs
 # (pytorch-ddp-g1, pytorch-ddp-gN) and with ZeRO-1 on N (pytorch-ddp-zero-gN);
 # each row's tok/s is the total over its GPUs. The files go to
@@ -349,6 +350,7 @@ if [ -n "$GPUS" ]; then
   if [ "$OURS" = 1 ]; then
     for k in $(gpu_counts); do ranks=$k ours "ch15-g$k" "$B" "$last"; done
     ranks=$GPUS ours "ch15-g$GPUS-no-overlap-comm" "$B" "$last" --no-overlap-comm
+    ranks=$GPUS ours "ch15-g$GPUS-zero1" "$B" "$last" --shard-optimizer
   fi
   nproc=1 pytorch pytorch-ddp-g1 "$B" "$ddp_recipe"
   nproc=$GPUS pytorch "pytorch-ddp-g$GPUS" "$B" "$ddp_recipe"

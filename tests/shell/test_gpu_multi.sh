@@ -18,6 +18,11 @@
 #  - a checkpoint moves between GPU counts: 2 GPUs' step 3 resumed on 1 GPU
 #    with --grad-accum 2, and the reverse, train steps 4-6 as the run that
 #    never stopped does, within bf16's tolerance;
+#  - ZeRO-1 (--shard-optimizer) trains the bits of plain data parallel at
+#    --grad-clip 0, and its checkpoint, gathered from the ranks' shards, is
+#    the same bytes as plain data parallel's; its checkpoints move between
+#    GPU counts too; each rank's master weights and moments take half the
+#    memory;
 #  - a rank on a GPU its host does not have, a rank whose command line
 #    differs, a rank that is killed: the others stop, saying why, not hang.
 source "$(dirname "$0")/lib.sh"
@@ -102,6 +107,38 @@ checkpoints_move_between_gpu_counts() {
     moved with_two_micro_batches "bash tools/launch_local.sh 2"
 }
 
+# 2 GPUs with --shard-optimizer, as a launch command for `moved`.
+sharded_on_two() { bash tools/launch_local.sh 2 "$@" --shard-optimizer; }
+
+# The MiB of one line of --memory's plan (its name's start) in a run's output.
+planned_mib() { sed -n "s/^memory: *$2.* \([0-9.]*\) MiB.*/\1/p" "$1" | head -1; }
+
+zero1_trains_and_saves_what_data_parallel_does() {
+  expect_status 0 bash tools/launch_local.sh 2 $trainer $(small) --grad-clip 0 --memory \
+    --checkpoint-every 6 --checkpoint-dir "$work/plain" || return 1
+  numbers "$work/out" >"$work/plain.numbers"
+  cp "$work/out" "$work/plain.out"
+  expect_status 0 sharded_on_two $trainer $(small) --grad-clip 0 --memory \
+    --checkpoint-every 6 --checkpoint-dir "$work/sharded" || return 1
+  numbers "$work/out" >"$work/sharded.numbers"
+  cmp "$work/plain.numbers" "$work/sharded.numbers" ||
+    fail "--shard-optimizer trained other numbers" || return 1
+  cmp "$work/plain/model_000006.bin" "$work/sharded/model_000006.bin" &&
+    cmp "$work/plain/state_000006.bin" "$work/sharded/state_000006.bin" ||
+    fail "the gathered checkpoint differs from plain data parallel's" || return 1
+  # Half the master weights on each rank (a shard of 256-value blocks: a
+  # little more than half).
+  local whole half
+  whole=$(planned_mib "$work/plain.out" "master weights") half=$(planned_mib "$work/out" "master weights")
+  awk -v w="$whole" -v h="$half" 'BEGIN { exit !(w > 0 && h >= w / 2 && h < w / 2 + 1) }' ||
+    fail "master weights: $half MiB a rank sharded, $whole MiB whole"
+}
+
+zero1_checkpoints_move_between_gpu_counts() {
+  moved sharded_on_two with_two_micro_batches &&
+    moved with_two_micro_batches sharded_on_two
+}
+
 # by_hand VARS_OF_RANK_0 VARS_OF_RANK_1: the two processes started with the
 # variables a launcher would set; rank 1's output to $work/out1.
 by_hand() {
@@ -184,5 +221,7 @@ check two_gpus_give_the_same_bits_run_to_run
 check every_launcher_trains_the_same_steps
 check the_overlap_changes_when_not_what
 check checkpoints_move_between_gpu_counts
+check zero1_trains_and_saves_what_data_parallel_does
+check zero1_checkpoints_move_between_gpu_counts
 check bad_set_ups_are_answered_not_hung
 finish
