@@ -106,13 +106,30 @@ void attention_forward_v4_step(const GpuContext *ctx, int step, floatX *out, flo
 //      dS, dQ added into fp32 sums in a fixed order (deterministic)
 //   4  the same, dQ added by atomics in any order (not deterministic: the
 //      lab's measure of what the order costs)
-#define ATTENTION_V4_BACKWARD_VARIANTS 4
+// and the candidates past v4 (attention_flash_bwd.cu), each still v3's two
+// kernels in groups of heads, each giving v3's bits, v3's scratch:
+//   5  no delta kernel: the dQ kernel, run first, computes D for its own
+//      rows and writes it; the dK/dV kernel reads it after
+//   6  5 + each tile's probabilities computed while dP's product runs
+//   7  5 + the tiles copied by the TMA into an mbarrier ring, issued by one
+//      thread of the warpgroup (no producer warp: the registers)
+//   8  6 and 7 together
+#define ATTENTION_V4_BACKWARD_VARIANTS 8
+// The variant the model runs (attention_backward_v4). The environment
+// variable GPT2_ATTENTION_V4_BACKWARD=n runs variant n instead, for
+// measuring a candidate in the trainer without rebuilding; only the
+// variants with v3's scratch (1, 2, 5..8) may be named there.
 #define ATTENTION_V4_BACKWARD 2
 size_t attention_backward_v4_variant_scratch_floats(int variant, int B, int T, int NH);
 void attention_backward_v4_variant(const GpuContext *ctx, int variant, floatX *dqkv,
                                    float *scratch, const floatX *dout, const floatX *out,
                                    const floatX *qkv, const float *lse, int B, int T, int C,
                                    int NH);
+// Variants 5 to 8 (attention_backward_v4_variant calls it).
+void attention_backward_split_variant(const GpuContext *ctx, int variant, floatX *dqkv,
+                                      float *scratch, const floatX *dout, const floatX *out,
+                                      const floatX *qkv, const float *lse, int B, int T, int C,
+                                      int NH);
 
 #ifdef __cplusplus
 }

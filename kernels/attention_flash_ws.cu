@@ -39,6 +39,7 @@
 // in any order. No recomputation of S and dP, but one block per SM and a
 // wait per tile: slower than recomputing, as the lab shows.
 #include <math.h>
+#include <stdlib.h>
 
 #include "attention_flash.h"
 #include "util/util.h"
@@ -587,6 +588,12 @@ static CUtensorMap tile_map(const bf16 *tensor, int B, int T, int width, int ld,
 }
 // ANCHOR_END: tensor_map
 
+// The same maps for chapter 12's backward candidates (attention_flash_bwd.cu).
+CUtensorMap attention_tile_map(const bf16 *tensor, int B, int T, int width, int ld,
+                               const char *who) {
+    return tile_map(tensor, B, T, width, ld, who);
+}
+
 template <int GROUPS, bool OVERLAP, bool PINGPONG, int BLOCKS_PER_SM, AttentionBlockOrder ORDER>
 static void launch_forward(const GpuContext *ctx, bf16 *out, float *lse, const bf16 *qkv, int B,
                            int T, int NH) {
@@ -660,7 +667,7 @@ static void launch_fused_backward(const GpuContext *ctx, bf16 *dqkv, float *scra
 
 extern "C" size_t attention_backward_v4_variant_scratch_floats(int variant, int B, int T,
                                                               int NH) {
-    if (variant >= 3) return fused_scratch_floats(B, T, NH);
+    if (variant == 3 || variant == 4) return fused_scratch_floats(B, T, NH);
     return attention_backward_v2_scratch_floats(B, T, NH);
 }
 
@@ -679,6 +686,13 @@ extern "C" void attention_backward_v4_variant(const GpuContext *ctx, int variant
     }
     case 3: launch_fused_backward<true>(ctx, dqkv, scratch, dout, out, qkv, lse, B, T, C, NH); break;
     case 4: launch_fused_backward<false>(ctx, dqkv, scratch, dout, out, qkv, lse, B, T, C, NH); break;
+    case 5:
+    case 6:
+    case 7:
+    case 8:
+        attention_backward_split_variant(ctx, variant, dqkv, scratch, dout, out, qkv, lse, B, T,
+                                         C, NH);
+        break;
     default:
         die("attention_backward_v4_variant: variant %d, not 1..%d", variant,
             ATTENTION_V4_BACKWARD_VARIANTS);
@@ -729,13 +743,27 @@ extern "C" void attention_forward_v4(const GpuContext *ctx, floatX *out, float *
     attention_forward_v4_step(ctx, ATTENTION_V4_FORWARD, out, lse, qkv, B, T, C, NH);
 }
 
+// ANCHOR: model_backward_variant
+// ATTENTION_V4_BACKWARD, or the variant GPT2_ATTENTION_V4_BACKWARD names: one
+// of those with v3's scratch (the fused ones need more than the model plans).
+static int model_backward_variant(void) {
+    const char *named = getenv("GPT2_ATTENTION_V4_BACKWARD");
+    if (!named || !*named) return ATTENTION_V4_BACKWARD;
+    const int v = atoi(named);
+    if (v < 1 || v > ATTENTION_V4_BACKWARD_VARIANTS || v == 3 || v == 4)
+        die("GPT2_ATTENTION_V4_BACKWARD=%s: not one of the backward variants 1, 2, 5..%d "
+            "(attention_flash.h)", named, ATTENTION_V4_BACKWARD_VARIANTS);
+    return v;
+}
+// ANCHOR_END: model_backward_variant
+
 extern "C" size_t attention_backward_v4_scratch_floats(int B, int T, int NH) {
-    return attention_backward_v4_variant_scratch_floats(ATTENTION_V4_BACKWARD, B, T, NH);
+    return attention_backward_v4_variant_scratch_floats(model_backward_variant(), B, T, NH);
 }
 
 extern "C" void attention_backward_v4(const GpuContext *ctx, floatX *dqkv, float *scratch,
                                       const floatX *dout, const floatX *out, const floatX *qkv,
                                       const float *lse, int B, int T, int C, int NH) {
-    attention_backward_v4_variant(ctx, ATTENTION_V4_BACKWARD, dqkv, scratch, dout, out, qkv, lse,
-                                  B, T, C, NH);
+    attention_backward_v4_variant(ctx, model_backward_variant(), dqkv, scratch, dout, out, qkv,
+                                  lse, B, T, C, NH);
 }

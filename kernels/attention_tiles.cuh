@@ -198,13 +198,37 @@ __device__ __forceinline__ void online_softmax(float (&s)[MT][KEYS / 8][4], floa
 // each row of P with its row of dP (sum_j P_tj dP_tj = dO_t . O_t), which
 // every dS = P * (dP - D) needs. One warp per (b, t) row of C values; each
 // lane multiplies 8 pairs, then the HS/8 lanes of each head add theirs.
-// Blocks of DELTA_WARPS warps.
+// Blocks of DELTA_WARPS warps. The two steps are functions of their own
+// because chapter 12's dQ kernel computes D too (attention_flash_bwd.cu),
+// and its D must have these bits: the same operations in the same order.
 constexpr int DELTA_WARPS = 4;
+
+// One lane's part of a row's D: the 8 products of its 16 bytes of dout and
+// of out, added in order.
+__device__ __forceinline__ float delta_part(const bf16 *dout8, const bf16 *out8) {
+    uint4 x = *reinterpret_cast<const uint4 *>(dout8);
+    uint4 y = *reinterpret_cast<const uint4 *>(out8);
+    const bf16 *dx = reinterpret_cast<const bf16 *>(&x);
+    const bf16 *dy = reinterpret_cast<const bf16 *>(&y);
+    float sum = 0.0f;
+    for (int i = 0; i < 8; i++) sum += __bfloat162float(dx[i]) * __bfloat162float(dy[i]);
+    return sum;
+}
+
+// The HS/8 lanes that hold one head's row (neighbours, the first a multiple
+// of HS/8) add their parts; every one of them gets the row's D.
+template <int HS>
+__device__ __forceinline__ float delta_of_parts(float part) {
+    constexpr int CHUNKS = HS / 8;  // lanes per head: a power of two that divides 32
+    for (int offset = 1; offset < CHUNKS; offset *= 2)
+        part += __shfl_xor_sync(FULL_MASK, part, offset);
+    return part;
+}
 
 template <int HS>
 __global__ void flash_attention_delta_kernel(float *delta, const bf16 *dout, const bf16 *out,
                                              int BT, int T, int NH) {
-    constexpr int CHUNKS = HS / 8;  // lanes per head: a power of two that divides 32
+    constexpr int CHUNKS = HS / 8;
     const int row = blockIdx.x * DELTA_WARPS + threadIdx.x / WARP_SIZE;
     const int lane = threadIdx.x % WARP_SIZE;
     if (row >= BT) return;
@@ -212,15 +236,8 @@ __global__ void flash_attention_delta_kernel(float *delta, const bf16 *dout, con
     for (int base = 0; base < C / 8; base += WARP_SIZE) {
         const int c = base + lane;
         float sum = 0.0f;
-        if (c < C / 8) {
-            uint4 x = *reinterpret_cast<const uint4 *>(dout + (size_t)row * C + c * 8);
-            uint4 y = *reinterpret_cast<const uint4 *>(out + (size_t)row * C + c * 8);
-            const bf16 *dx = reinterpret_cast<const bf16 *>(&x);
-            const bf16 *dy = reinterpret_cast<const bf16 *>(&y);
-            for (int i = 0; i < 8; i++) sum += __bfloat162float(dx[i]) * __bfloat162float(dy[i]);
-        }
-        for (int offset = 1; offset < CHUNKS; offset *= 2)
-            sum += __shfl_xor_sync(FULL_MASK, sum, offset);
+        if (c < C / 8) sum = delta_part(dout + (size_t)row * C + c * 8, out + (size_t)row * C + c * 8);
+        sum = delta_of_parts<HS>(sum);
         if (c < C / 8 && c % CHUNKS == 0) delta[((size_t)b * NH + c / CHUNKS) * T + t] = sum;
     }
 }

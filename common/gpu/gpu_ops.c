@@ -141,7 +141,9 @@ static void attention_forward_fast(const GpuContext *ctx, floatX *out, floatX *a
 }
 
 // v4's backward pass is v3's two kernels, ordered by head: the same
-// scratch (D, one float per row).
+// scratch (D, one float per row). (GPT2_ATTENTION_V4_BACKWARD=n in the
+// environment runs the lab's backward variant n instead, one of those with
+// this scratch: attention_flash.h.)
 static void attention_backward_fast(const GpuContext *ctx, floatX *dqkv, float *scratch,
                                     const floatX *dout, const floatX *out, const floatX *qkv,
                                     const floatX *att, const float *lse, int B, int T, int C,

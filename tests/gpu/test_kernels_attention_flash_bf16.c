@@ -8,6 +8,7 @@
 // Then chapter 12's v4 (the TMA, warp specialization; heads of 64, Hopper
 // only: skipped elsewhere) at v3's shapes, against the same references and
 // against v3, and each of the kernel lab's steps of its forward pass.
+#define _POSIX_C_SOURCE 200809L  // setenv
 #include "attention.h"
 #include "attention_flash.h"
 #include "util/compare.h"
@@ -361,7 +362,10 @@ Test(kernels_attention_flash, v4_steps_are_v3_bit_for_bit) {
 // kernels in another order: v3's bits. 3 and 4 compute dK and dV as v3
 // does, tile for tile (v3's bits), and dQ from the same dS, summed over
 // the keys in another order: within v3's tolerance against v2. 3 adds in a
-// fixed order, so two runs give the same bits; 4 (atomics) need not.
+// fixed order, so two runs give the same bits; 4 (atomics) need not. 5 to
+// 8 are v3's kernels with D computed in the dQ kernel, the exponentials
+// beside dP's product, the tiles copied by the TMA: v3's operations, so
+// v3's bits, on both runs.
 Test(kernels_attention_flash, v4_backward_variants_match_v3) {
     skip_without_v4();
     const Shape shapes[] = {{3, 300, 192, 3}, {2, 1024, 768, 12}, {2, 37, 128, 2}};
@@ -388,8 +392,9 @@ Test(kernels_attention_flash, v4_backward_variants_match_v3) {
             }
             char what[64];
             snprintf(what, sizeof what, "backward variant %d (T=%d)", v, s.T);
-            if (v <= 2) {
+            if (v != 3 && v != 4) {
                 gt_assert_identical(what, runs[0], v3.dqkv, 3 * N);
+                gt_assert_identical(what, runs[1], v3.dqkv, 3 * N);
             } else {
                 for (int which = 1; which <= 2; which++) {  // dk, dv: v3's bits
                     float *g = part_of(runs[0], s, which), *ref = part_of(v3.dqkv, s, which);
@@ -401,6 +406,75 @@ Test(kernels_attention_flash, v4_backward_variants_match_v3) {
             if (v == 3) gt_assert_identical("variant 3, two runs", runs[1], runs[0], 3 * N);
             free(runs[0]), free(runs[1]);
         }
+    }
+}
+
+// ---- the backward candidates past v4 (variants 5 to 8) ------------------------------
+// Each with v4's forward pass, as a Version: against the CPU at v4's
+// shapes, and D (the scratch, which the dQ kernel now writes) against the
+// delta kernel's, bit for bit.
+#define SPLIT_VARIANT(n)                                                                       \
+    static void backward_variant_##n(const GpuContext *ctx, floatX *dqkv, float *scratch,     \
+                                     const floatX *dout, const floatX *out, const floatX *qkv, \
+                                     const float *lse, int B, int T, int C, int NH) {          \
+        attention_backward_v4_variant(ctx, n, dqkv, scratch, dout, out, qkv, lse, B, T, C, NH); \
+    }
+SPLIT_VARIANT(5)
+SPLIT_VARIANT(6)
+SPLIT_VARIANT(7)
+SPLIT_VARIANT(8)
+
+static const Version SPLIT_VARIANTS[] = {
+    {"v4 backward 5", attention_forward_v4, backward_variant_5, 0, 1,
+     attention_backward_v2_scratch_floats},
+    {"v4 backward 6", attention_forward_v4, backward_variant_6, 0, 1,
+     attention_backward_v2_scratch_floats},
+    {"v4 backward 7", attention_forward_v4, backward_variant_7, 0, 1,
+     attention_backward_v2_scratch_floats},
+    {"v4 backward 8", attention_forward_v4, backward_variant_8, 0, 1,
+     attention_backward_v2_scratch_floats},
+};
+#define NUM_SPLIT_VARIANTS ((int)(sizeof SPLIT_VARIANTS / sizeof SPLIT_VARIANTS[0]))
+_Static_assert(NUM_SPLIT_VARIANTS == ATTENTION_V4_BACKWARD_VARIANTS - 4,
+               "a Version per backward variant past the fused ones");
+
+Test(kernels_attention_flash, v4_backward_candidates_match_cpu) {
+    skip_without_v4();
+    check_versions_against_cpu(SPLIT_VARIANTS, NUM_SPLIT_VARIANTS, (Shape){2, 256, 128, 2}, 1);
+    check_versions_against_cpu(SPLIT_VARIANTS, NUM_SPLIT_VARIANTS, (Shape){2, 200, 192, 3}, 2);
+    check_versions_against_cpu(SPLIT_VARIANTS, NUM_SPLIT_VARIANTS, (Shape){5, 150, 192, 3}, 5);
+    check_versions_against_cpu(SPLIT_VARIANTS, NUM_SPLIT_VARIANTS, (Shape){5, 37, 192, 3}, 3);
+}
+
+// The D that variants 5 to 8 leave in the scratch is the delta kernel's
+// (v3 leaves it there too), bit for bit: the dK/dV kernel reads it.
+Test(kernels_attention_flash, v4_backward_candidates_write_v3s_delta) {
+    skip_without_v4();
+    const Shape shapes[] = {{3, 300, 192, 3}, {2, 1024, 768, 12}, {2, 37, 128, 2}};
+    for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
+        const Shape s = shapes[k];
+        const size_t N = (size_t)s.B * s.T * s.C, rows = (size_t)s.B * s.NH * s.T;
+        Rng rng;
+        rng_seed(&rng, 30 + k);
+        floatX *d_qkv = gt_upload_x(gt_random_x(3 * N, -1, 1, &rng), 3 * N);
+        floatX *d_dout = gt_upload_x(gt_random_x(N, -1, 1, &rng), N);
+        floatX *d_out = gt_device_poisoned_x(N), *d_dqkv = gt_device_poisoned_x(3 * N);
+        float *d_lse = gt_device_poisoned(rows), *d_scratch = gt_device_poisoned(rows);
+        attention_forward_v3(&gt_ctx, d_out, d_lse, d_qkv, s.B, s.T, s.C, s.NH);
+        attention_backward_v3(&gt_ctx, d_dqkv, d_scratch, d_dout, d_out, d_qkv, d_lse, s.B, s.T,
+                              s.C, s.NH);
+        float *v3_delta = gt_download(d_scratch, rows);
+        for (int v = 5; v <= ATTENTION_V4_BACKWARD_VARIANTS; v++) {
+            float *scratch = gt_device_poisoned(rows);
+            attention_backward_v4_variant(&gt_ctx, v, d_dqkv, scratch, d_dout, d_out, d_qkv,
+                                          d_lse, s.B, s.T, s.C, s.NH);
+            float *got = gt_download(scratch, rows);
+            char what[64];
+            snprintf(what, sizeof what, "backward variant %d's D vs v3's (T=%d)", v, s.T);
+            gt_assert_identical(what, got, v3_delta, rows);
+            free(got);
+        }
+        free(v3_delta);
     }
 }
 
@@ -429,6 +503,20 @@ Test(kernels_attention_flash_host, v4_refuses_heads_other_than_64, .exit_code = 
 Test(kernels_attention_flash_host, v4_backward_refuses_heads_other_than_64, .exit_code = 1) {
     GpuContext ctx = {0};
     attention_backward_v4(&ctx, NULL, NULL, NULL, NULL, NULL, NULL, 1, 16, 128, 4);
+}
+
+Test(kernels_attention_flash_host, v4_backward_candidates_refuse_heads_other_than_64,
+     .exit_code = 1) {
+    GpuContext ctx = {0};
+    attention_backward_v4_variant(&ctx, 5, NULL, NULL, NULL, NULL, NULL, NULL, 1, 16, 128, 4);
+}
+
+// The trainer's choice of variant from the environment takes only those
+// with v3's scratch, which the model plans: not the fused ones.
+Test(kernels_attention_flash_host, v4_backward_from_the_environment_refuses_fused,
+     .exit_code = 1) {
+    setenv("GPT2_ATTENTION_V4_BACKWARD", "3", 1);
+    attention_backward_v4_scratch_floats(1, 16, 1);
 }
 
 // The lab's steps are 1 to ATTENTION_V4_STEPS; another stops the program.

@@ -80,9 +80,15 @@ V4_ROW(2, 2, 2)
 V4_ROW(3, 3, 2)
 V4_ROW(4, 4, 3)
 V4_ROW(5, 5, 4)
+// The backward candidates past v4 (attention_flash_bwd.cu), each beside v4's
+// forward pass: their backward rows are the ones to read.
+V4_ROW(6, ATTENTION_V4_FORWARD, 5)
+V4_ROW(7, ATTENTION_V4_FORWARD, 6)
+V4_ROW(8, ATTENTION_V4_FORWARD, 7)
+V4_ROW(9, ATTENTION_V4_FORWARD, 8)
 
-// The rows below name the five steps and the four variants.
-_Static_assert(ATTENTION_V4_STEPS == 5 && ATTENTION_V4_BACKWARD_VARIANTS == 4 &&
+// The rows below name the five steps and the eight variants.
+_Static_assert(ATTENTION_V4_STEPS == 5 && ATTENTION_V4_BACKWARD_VARIANTS == 8 &&
                    ATTENTION_V4_FORWARD == 3 && ATTENTION_V4_BACKWARD == 2,
                "a row per step of attention_forward_v4_step");
 
@@ -103,6 +109,10 @@ static const struct {
     {"v4 s3 TMA + producer warp (v4)", 12, 1, forward_v4_3, backward_v4_3, 1},
     {"v4 s4 overlap | fused dQ ordered", 12, 1, forward_v4_4, backward_v4_4, 1},
     {"v4 s5 ping-pong | fused dQ atomics", 12, 1, forward_v4_5, backward_v4_5, 1},
+    {"v4 b5 D in the dQ kernel", 12, 1, forward_v4_6, backward_v4_6, 1},
+    {"v4 b6 b5 + exp beside dP", 12, 1, forward_v4_7, backward_v4_7, 1},
+    {"v4 b7 b5 + TMA ring", 12, 1, forward_v4_8, backward_v4_8, 1},
+    {"v4 b8 b6 + TMA ring", 12, 1, forward_v4_9, backward_v4_9, 1},
 #else
     {"v1 eager fp32", 0, 0, NULL, NULL, 0},
     {"v1 eager tf32", 1, 1, NULL, NULL, 0},
