@@ -4,6 +4,7 @@
 // lab_gemm_steps.c, `make demo-gemm`) checks and times every step beside
 // cuBLASLt, and tests/gpu/test_kernels_gemm_steps_bf16.c checks them.
 //
+// ANCHOR: gemm_steps_contract
 // The convention is matmul.h's and tiled_gemm.h's, nn.Linear's:
 //   C (M, N) = A (M, K) @ B^T,  B (N, K),
 // every matrix row-major and bf16, the products summed in fp32 and each
@@ -40,6 +41,7 @@
 // The bf16 build only: in the fp32 build gemm_step stops with that reason.
 // No step splits K: each output is one sum in a fixed order, the same bits
 // on every run.
+// ANCHOR_END: gemm_steps_contract
 #ifndef GEMM_STEPS_H
 #define GEMM_STEPS_H
 

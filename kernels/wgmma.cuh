@@ -144,12 +144,7 @@ __device__ __forceinline__ void wgmma_64x64_smem_mn(float (&d)[8][4], uint64_t a
         : "l"(a), "l"(b), "r"(accumulate));
 }
 
-// ANCHOR: wgmma_64x256
-// d (64x256) += a b, a (64x16) and b (16x256) K-major tiles in shared memory,
-// by descriptor: appendix E's widest product. Per slice of 16 of K it reads
-// A's 2 KB once for 256 columns, where four products of 64x64 read it four
-// times. The accumulators are four 64x64 ones side by side: d[q] holds
-// columns 64q..64q+63, laid out as wgmma_64x64_smem's d.
+// The 128 accumulators of a 64x256 product, per thread (wgmma_64x256_smem).
 #define WGMMA_D256(d)                                                      \
     "+f"(d[0][0][0]), "+f"(d[0][0][1]), "+f"(d[0][0][2]), "+f"(d[0][0][3]), \
     "+f"(d[0][1][0]), "+f"(d[0][1][1]), "+f"(d[0][1][2]), "+f"(d[0][1][3]), \
@@ -194,6 +189,12 @@ __device__ __forceinline__ void wgmma_64x64_smem_mn(float (&d)[8][4], uint64_t a
     "%106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, "    \
     "%119, %120, %121, %122, %123, %124, %125, %126, %127}"
 
+// ANCHOR: wgmma_64x256
+// d (64x256) += a b, a (64x16) and b (16x256) K-major tiles in shared memory,
+// by descriptor: appendix E's widest product. Per slice of 16 of K it reads
+// A's 2 KB once for 256 columns, where four products of 64x64 read it four
+// times. The accumulators are four 64x64 ones side by side: d[q] holds
+// columns 64q..64q+63, laid out as wgmma_64x64_smem's d.
 __device__ __forceinline__ void wgmma_64x256_smem(float (&d)[4][8][4], uint64_t a, uint64_t b) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
