@@ -79,7 +79,7 @@ KERNEL_SRCS := $(wildcard kernels/*.cu)
 ifeq ($(GPU_ARCH),90)
 HOPPER_ARCH := -gencode arch=compute_90a,code=sm_90a
 NVCCFLAGS += -DWITH_WGMMA
-HOPPER_OBJS := $(foreach f,attention_flash_hopper attention_flash_ws attention_flash_bwd,\
+HOPPER_OBJS := $(foreach f,attention_flash_hopper attention_flash_ws attention_flash_bwd gemm_steps,\
   $(BUILD)/obj/kernels/$(f).o $(BUILD)/obj_bf16/kernels/$(f).o)
 $(HOPPER_OBJS): CUDA_ARCH := $(HOPPER_ARCH)
 endif
@@ -701,6 +701,15 @@ demo-13: $(BUILD)/train_gpt2_bf16 $(SHAKESPEARE)
 demo-12: $(BUILD)/demos/attention_sweep $(BUILD)/kernel_lab_bf16
 	@if $(EXERCISE_HAVE_GPU); then bash chapters/12_fast_attention/attention_sweep.sh; \
 	else echo "demo-12: no GPU here: built $^, nothing was run"; fi
+
+# make demo-gemm: appendix E's GEMM, each step from chapter 01's WMMA kernel
+# toward cuBLAS, and cuBLASLt, checked and timed by the kernel lab's
+# gemm_steps family alone (tools/gemm_steps_lab.sh):
+# results/<gpu>/gemm_steps/lab.csv.
+.PHONY: demo-gemm
+demo-gemm: $(BUILD)/kernel_lab_bf16
+	@if $(EXERCISE_HAVE_GPU); then bash tools/gemm_steps_lab.sh; \
+	else echo "demo-gemm: no GPU here: built $^, nothing was run"; fi
 
 # ---- the kernel lab (after the bf16 build, whose libraries it links) -------
 # tools/kernel_lab/: every version of every kernel family, checked against the

@@ -45,11 +45,9 @@
 #include "util/util.h"
 
 #if defined(PRECISION_BF16) && defined(WITH_WGMMA)
-#include <cuda.h>
-#include <cudaTypedefs.h>
-
 #include "attention_wgmma.cuh"
 #include "gpu/tma_box.h"
+#include "tensor_map.cuh"
 #include "tma.cuh"
 
 namespace {
@@ -550,21 +548,6 @@ __global__ void dq_sums_to_dqkv_kernel(bf16 *dqkv, const float *dq_sum, float sc
 }  // namespace
 
 // ---- the tensor maps ------------------------------------------------------------------
-// cuTensorMapEncodeTiled is a driver function; the runtime hands out its
-// address, so the build links no libcuda.
-static PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder(void) {
-    static PFN_cuTensorMapEncodeTiled_v12000 encode = NULL;
-    if (!encode) {
-        cudaDriverEntryPointQueryResult found;
-        CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", (void **)&encode,
-                                                    12000, cudaEnableDefault, &found));
-        if (found != cudaDriverEntryPointSuccess || !encode)
-            die("cuTensorMapEncodeTiled: the driver does not provide it (the TMA needs a "
-                "driver for CUDA 12.0 or later)");
-    }
-    return encode;
-}
-
 // ANCHOR: tensor_map
 // A (B, T, width) bf16 tensor whose rows are `ld` elements apart, as boxes of
 // 64 rows x 64 columns (one head's tile; tma_box_for_heads, chapter 12's

@@ -97,6 +97,17 @@ __device__ __forceinline__ void tma_load_3d(void *dst, const void *map, int c0, 
         : "memory");
 }
 
+// The box at coordinates (c0, c1) of a 2-D tensor map (a matrix: c0 the
+// column, c1 the row), the same way.
+__device__ __forceinline__ void tma_load_2d(void *dst, const void *map, int c0, int c1,
+                                            uint64_t *bar) {
+    asm volatile(
+        "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+        " [%0], [%1, {%2, %3}], [%4];\n" ::"r"(shared_address(dst)),
+        "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(shared_address(bar))
+        : "memory");
+}
+
 // ---- named barriers ---------------------------------------------------------------
 // A barrier among `threads` threads (a multiple of 32) of the block, by id
 // 1..15 (0 is __syncthreads'): sync waits for all of them, arrive counts

@@ -164,6 +164,17 @@
 #define TOL_CHECK_LOSS_BF16 2e-3
 #define TOL_CHECK_GRAD_COSINE_BF16 0.999
 
+// ---- appendix E's GEMM -------------------------------------------------------
+// gemm_step against the CPU's fp32 matmul, from bf16-exact operands. A
+// product of two bf16 values (8 significant bits each) is exact in fp32, and
+// the sums are fp32, in another order than the CPU's: an error of a few
+// units of fp32's last place of the terms' scale, below 1e-5 of the output's
+// at these sums of up to 3072 terms. What remains is the one rounding of
+// each output to bf16 when stored: at most 2^-9 = 1.95e-3 of the value, so of
+// max |C|. 4e-3 is twice that; a lost slice of K, a wrong index or a
+// misplaced fragment moves outputs by 1e-1 of the scale and more.
+#define TOL_GEMM_BF16 4e-3
+
 // ---- flash attention (chapter 05) --------------------------------------------
 // attention_forward_v2 against the fp32 CPU reference, from bf16-exact
 // inputs. The scores and the running softmax statistics are fp32; what is

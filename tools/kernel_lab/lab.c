@@ -187,7 +187,7 @@ static FILE *open_csv(const char *path) {
 
 static const LabFamily FAMILIES[] = {lab_encoder, lab_layernorm, lab_matmul, lab_attention,
                                      lab_elementwise, lab_classifier, lab_optimizer,
-                                     lab_optimizer8bit, lab_fp8};
+                                     lab_optimizer8bit, lab_fp8, lab_gemm_steps};
 
 int main(int argc, char **argv) {
     Lab lab;

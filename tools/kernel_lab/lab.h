@@ -145,5 +145,6 @@ void lab_classifier(Lab *lab);
 void lab_optimizer(Lab *lab);
 void lab_optimizer8bit(Lab *lab);
 void lab_fp8(Lab *lab);
+void lab_gemm_steps(Lab *lab);
 
 #endif
