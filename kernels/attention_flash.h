@@ -119,7 +119,7 @@ void attention_forward_v4_step(const GpuContext *ctx, int step, floatX *out, flo
 // variable GPT2_ATTENTION_V4_BACKWARD=n runs variant n instead, for
 // measuring a candidate in the trainer without rebuilding; only the
 // variants with v3's scratch (1, 2, 5..8) may be named there.
-#define ATTENTION_V4_BACKWARD 2
+#define ATTENTION_V4_BACKWARD 8
 size_t attention_backward_v4_variant_scratch_floats(int variant, int B, int T, int NH);
 void attention_backward_v4_variant(const GpuContext *ctx, int variant, floatX *dqkv,
                                    float *scratch, const floatX *dout, const floatX *out,

@@ -21,7 +21,8 @@
 # that batch, and of the last one's micro-batch row),
 # TRAINER_FP32 (build/train_gpt2_fp32), TRAINER_BF16 (build/train_gpt2_bf16),
 # PYTHON (python3), CHAPTERS (every chapter of the table; none: no chapter's
-# row or profile), HEADLINE (1: the rows at HEAD_B; 0: not), PYTORCH (1: also
+# row or profile), HEADLINE (1: the rows at HEAD_B; 0: not), HEAD_CHAPTERS (the
+# headline's chapters: the last three of the table), PYTORCH (1: also
 # PyTorch's rows; 0: ours only), PROFILE_STEPS (5).
 #
 # PYTORCH_ONLY (a bash regular expression: only PyTorch's rows whose label
@@ -79,10 +80,11 @@ fi
 WHEELS=${WHEELS:-build/wheels}
 table=$("$TRAINER_FP32" --list-chapters)
 last=$(echo "$table" | awk 'NR > 1 {print $1}' | tail -1)
-before_last=$(echo "$table" | awk 'NR > 1 {print $1}' | tail -2 | head -1)
 # The headline's chapters: the last three (each chapter's gain at HEAD_B
-# beside the chapter before it, for the last two).
-head_chapters=$(echo "$table" | awk 'NR > 1 {print $1}' | tail -3)
+# beside the chapter before it, for the last two), or HEAD_CHAPTERS (a
+# chapter's own headline: HEAD_CHAPTERS="11 12" for chapter 12's); the B=HEAD_B
+# profiles are the last two of them.
+head_chapters=${HEAD_CHAPTERS:-$(echo "$table" | awk 'NR > 1 {print $1}' | tail -3)}
 
 trainer_for() {  # chapter -> the trainer binary of its precision
   case $(echo "$table" | awk -v ch="$1" 'NR > 1 && $1 == ch {print $2}') in
@@ -304,7 +306,7 @@ if [ "$OURS" = 1 ] && [ "$HEADLINE" = 1 ]; then
   done
   [ "$EXTRAS" != 0 ] && ours "ch$(printf %02d "$last")-B${B}x$((HEAD_B / B))" "$B" "$last" --grad-accum $((HEAD_B / B))
   if [ "$HEAD_B" != "$B" ]; then
-    for ch in $(printf '%s\n' "$before_last" "$last" | uniq); do profile "$ch" "$HEAD_B"; done
+    for ch in $(printf '%s\n' $head_chapters | tail -2); do profile "$ch" "$HEAD_B"; done
   fi
 fi
 if [ "$HEADLINE" = 1 ]; then

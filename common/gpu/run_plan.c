@@ -80,6 +80,17 @@ int run_plan_check_update_in_backward(const Optimizations *o, int update_in_back
 }
 // ANCHOR_END: update_in_backward_refusals
 
+int run_plan_check_shard_optimizer(const Optimizations *o, int shard, int offload, char *err) {
+    if (!shard) return 0;
+    if (!o->fused_optimizer)
+        return fail(err, "--shard-optimizer needs --fused-optimizer (chapter 09): each rank "
+                         "updates its shard with the fused kernels' tables");
+    if (offload)
+        return fail(err, "--shard-optimizer with --offload-optimizer: the host's blocks hold a "
+                         "layer's moments, not a shard's; take one or the other");
+    return 0;
+}
+
 // Chapter 14's --offload-optimizer: the fused update's tables, one a layer,
 // each launched as the layer's moments arrive.
 static int check_offload(const Optimizations *o, int offload, char *err) {

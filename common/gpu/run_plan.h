@@ -90,6 +90,13 @@ int run_plan_check_update_in_backward(const Optimizations *o, int update_in_back
 // for a device, so that the refusal is the same on any machine.
 int run_plan_check_master_weights(const Optimizations *o, int master_weights, char *err);
 
+// Chapter 15's --shard-optimizer (shard 1) against the switches: each rank
+// updates its shard with the fused update's tables (chapter 09), its
+// moments on the GPU (not --offload-optimizer's layer blocks, offload 1).
+// The trainer checks it before a device is looked for, and again where it
+// plans the shards (train_gpu.c).
+int run_plan_check_shard_optimizer(const Optimizations *o, int shard, int offload, char *err);
+
 // The same for a model that is only run and updated, never stepped by the
 // trainer (the tests, --check-state): one micro-batch, every activation kept;
 // a combination the trainer would refuse is a programming error here.

@@ -244,12 +244,14 @@ static int parse_command_line(CommandLine *cl, int argc, char **argv, char *err)
         return fail(err, "--check-state MODEL STATE: only --chapter and switches go with it, "
                          "not '%s'", argv[1]);
     if (!cl->check_model && train_options_parse(&cl->run, argc, argv, err) < 0) return -1;
-    // Chapter 14's --no-master-weights and --update-in-backward against the
-    // build, the switches and the clipping (run_plan_build checks them
-    // again, with the rest of the plan).
+    // Chapter 14's --no-master-weights and --update-in-backward, and
+    // chapter 15's --shard-optimizer, against the build, the switches and
+    // the clipping (run_plan_build and the trainer's plan check them again).
     if (run_plan_check_master_weights(&cl->switches, !cl->run.no_master_weights, err) ||
         run_plan_check_update_in_backward(&cl->switches, cl->run.update_in_backward,
-                                          cl->run.grad_accum, cl->run.grad_clip, err))
+                                          cl->run.grad_accum, cl->run.grad_clip, err) ||
+        run_plan_check_shard_optimizer(&cl->switches, cl->run.shard_optimizer,
+                                       cl->run.offload_optimizer, err))
         return -1;
     if (cl->help || cl->list_chapters) return 0;
     if (cl->check_model) return check_state_files(cl->check_model, cl->check_state, err);

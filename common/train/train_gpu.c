@@ -170,12 +170,8 @@ static int plan_shards(RunPlan *plan, const TrainOptions *opt, const GPT2Config 
                        char *err) {
     plan->shard_optimizer = opt->shard_optimizer;
     if (!opt->shard_optimizer) return 0;
-    if (!plan->fused_update)
-        return fail(err, "--shard-optimizer needs --fused-optimizer (chapter 09): each rank "
-                         "updates its shard with the fused kernels' tables");
-    if (opt->offload_optimizer)
-        return fail(err, "--shard-optimizer with --offload-optimizer: the host's blocks hold a "
-                         "layer's moments, not a shard's; take one or the other");
+    if (!plan->fused_update)  // run_plan_check_shard_optimizer said it; the plan agrees
+        return fail(err, "--shard-optimizer needs --fused-optimizer (chapter 09)");
     OptimizerShard s;
     const AdamLayout whole = adam_layout_for(cfg, plan->moments_8bit);
     return optimizer_shard_for(&s, &whole, plan->rank, plan->world_size, err);

@@ -97,6 +97,16 @@ no_master_weights_needs_bf16_and_the_fused_optimizer() {
   says "$work/out" "--no-master-weights   keep no fp32 master copy of the weights"
 }
 
+# Chapter 15's --shard-optimizer: each rank updates its shard with the fused
+# update's tables, its moments on the GPU; refused by name before a device
+# is looked for.
+shard_optimizer_needs_the_fused_optimizer_and_the_moments_on_the_gpu() {
+  refused $bf16 "--shard-optimizer needs --fused-optimizer (chapter 09)" \
+    --chapter 8 --shard-optimizer &&
+  refused $bf16 "--shard-optimizer with --offload-optimizer" \
+    --chapter 15 --shard-optimizer --offload-optimizer
+}
+
 a_padding_smaller_than_the_vocabulary_is_refused() {
   refused $fp32 "--padded-vocab 100 is smaller than the vocabulary, 50257 tokens" \
     --padded-vocab 100
@@ -175,6 +185,7 @@ check a_switch_of_the_other_build_is_refused
 check a_chapter_of_the_other_precision_is_refused
 check a_recompute_level_is_named
 check no_master_weights_needs_bf16_and_the_fused_optimizer
+check shard_optimizer_needs_the_fused_optimizer_and_the_moments_on_the_gpu
 check a_padding_smaller_than_the_vocabulary_is_refused
 check files_are_checked_before_the_device
 check help_states_the_exit_statuses

@@ -89,7 +89,7 @@ V4_ROW(9, ATTENTION_V4_FORWARD, 8)
 
 // The rows below name the five steps and the eight variants.
 _Static_assert(ATTENTION_V4_STEPS == 5 && ATTENTION_V4_BACKWARD_VARIANTS == 8 &&
-                   ATTENTION_V4_FORWARD == 3 && ATTENTION_V4_BACKWARD == 2,
+                   ATTENTION_V4_FORWARD == 3 && ATTENTION_V4_BACKWARD == 8,
                "a row per step of attention_forward_v4_step");
 
 static const struct {
@@ -112,7 +112,7 @@ static const struct {
     {"v4 b5 D in the dQ kernel", 12, 1, forward_v4_6, backward_v4_6, 1},
     {"v4 b6 b5 + exp beside dP", 12, 1, forward_v4_7, backward_v4_7, 1},
     {"v4 b7 b5 + TMA ring", 12, 1, forward_v4_8, backward_v4_8, 1},
-    {"v4 b8 b6 + TMA ring", 12, 1, forward_v4_9, backward_v4_9, 1},
+    {"v4 b8 b6 + TMA ring (v4)", 12, 1, forward_v4_9, backward_v4_9, 1},
 #else
     {"v1 eager fp32", 0, 0, NULL, NULL, 0},
     {"v1 eager tf32", 1, 1, NULL, NULL, 0},
