@@ -45,6 +45,7 @@
 #include "optim/adam_state.h"
 #include "optim/adamw_table.h"
 
+// ANCHOR: shard_layout
 typedef struct {
     int rank, world_size;
     size_t shard_values;   // S: every rank's part of the flat buffers, a multiple of 256
@@ -59,6 +60,7 @@ typedef struct {
 // would be cut inside a block of 256.
 int optimizer_shard_for(OptimizerShard *s, const AdamLayout *whole, int rank, int world_size,
                         char *err);
+// ANCHOR_END: shard_layout
 
 // The AdamW table (adamw_table.h) of the shard's slices whose moments are
 // 8-bit (quantized = 1) or fp32 (0), cut into blocks of values_per_block:
