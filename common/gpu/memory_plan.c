@@ -237,6 +237,12 @@ void memory_plan_print(FILE *out, const GPT2Config *cfg, int B, int T, const Run
     const MemoryPlan p = memory_plan(cfg, B, T, run);
     fprintf(out, "memory: %.1f MiB planned on the device for B=%d, T=%d, the model %.1f MiB "
                  "of it\n", p.total / (1024.0 * 1024.0), B, T, p.model / (1024.0 * 1024.0));
+    // Chapter 15's --shard-optimizer: the shards hold equal numbers of
+    // parameters, not equal bytes of state (the embeddings' moments are
+    // fp32, the matrices' 8-bit): the plan is this rank's.
+    if (run->shard_optimizer && run->world_size > 1)
+        fprintf(out, "memory: the optimizer state of rank %d's shard, 1/%d of the parameters\n",
+                run->rank, run->world_size);
     const char *heading = NULL;
     for (int i = 0; i < NUM_PLAN_ROWS; i++) {
         const PlanRow *r = &PLAN_ROWS[i];
