@@ -462,6 +462,7 @@ __global__ void __launch_bounds__(GROUP, 3)
     float dq[1][HS / 8][4] = {};
     mbarrier_wait(sm.qdo_full, 0);
 
+    // ANCHOR: dq_tma_loop
     for (int j = 0; j < tiles; j++) {
         const int stage = j % STAGES;
         if (threadIdx.x == 0 && j + 1 < tiles) {
@@ -479,6 +480,7 @@ __global__ void __launch_bounds__(GROUP, 3)
                          (j + 1) * ROWS > row0, scale_log2);
         mbarrier_arrive(&sm.empty[stage]);
     }
+    // ANCHOR_END: dq_tma_loop
     // The warp's own 16 rows of Q, read by the warpgroup's products only,
     // all finished: they stage the output.
     store_warp_rows<HS, 1>(dqkv + (size_t)at.b * T * at.ld + at.h * HS, at.ld, row0, T, dq,
