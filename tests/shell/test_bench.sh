@@ -90,6 +90,24 @@ on_a_gpu_the_last_three_chapters_run_at_the_headline_batch() {
   says "$work/results/environment.txt" "head_B=64"
 }
 
+# HEAD_CHAPTERS picks a chapter's own headline (chapter 12's: 11 and 12), at
+# HEAD_B, with the profiles of those two at that batch.
+head_chapters_pick_the_headline() {
+  [ -x build/train_gpt2_fp32 ] || { skip "no build/train_gpt2_fp32 (nvcc)"; return; }
+  stand_ins
+  PATH="$work/bin:$PATH" TABLE_FROM=build/train_gpt2_fp32 CALLS="$work/calls" \
+    RESULTS="$work/results" TRAINER_FP32="$work/trainer" TRAINER_BF16="$work/trainer" \
+    PYTHON=false PYTORCH=0 EXTRAS=0 B=16 HEAD_B=64 CHAPTERS="11 12" HEAD_CHAPTERS="11 12" \
+    expect_status 0 bash tools/bench.sh || return 1
+  local csv=$work/results/results.csv
+  [ "$(cut -d, -f1 "$csv" | tr '\n' ' ')" = "label ch11 ch12 ch11-B64 ch12-B64 " ] ||
+    fail "results.csv: $(cut -d, -f1 "$csv" | tr '\n' ' ')" || return 1
+  local ch
+  for ch in ch11 ch12; do
+    [ -f "$work/results/profile_${ch}_B64.csv" ] || fail "no profile_${ch}_B64.csv" || return 1
+  done
+}
+
 # For PyTorch's rows without PyTorch: a stand-in chapter table of chapters
 # 0 to $1, for the stand-in trainer's --list-chapters; and a stand-in Python
 # that has pip (an install makes torchao/ and test/ in its --target), has
@@ -269,19 +287,21 @@ with_gpus_2_chapter_15_and_pytorch_ddp_run_last() {
     "^rank [01]/2: --chapter 14 $common --bench-label ch15-g2 --nccl-id-file /[^ ]*/nccl_id$"
     "^rank [01]/2: --chapter 14 --no-overlap-comm $common --bench-label ch15-g2-no-overlap-comm --nccl-id-file /[^ ]*/nccl_id$"
     "^rank [01]/2: --chapter 14 --no-overlap-comm $common --bench-label ch15-g2-no-overlap-comm --nccl-id-file /[^ ]*/nccl_id$"
+    "^rank [01]/2: --chapter 14 --shard-optimizer $common --bench-label ch15-g2-zero1 --nccl-id-file /[^ ]*/nccl_id$"
+    "^rank [01]/2: --chapter 14 --shard-optimizer $common --bench-label ch15-g2-zero1 --nccl-id-file /[^ ]*/nccl_id$"
     "^$torchrun --nproc-per-node 1 tools/pytorch_reference.py bench --mode $ddp $flags --label pytorch-ddp-g1 --out-csv $csv.torch$"
     "^$torchrun --nproc-per-node 2 tools/pytorch_reference.py bench --mode $ddp $flags --label pytorch-ddp-g2 --out-csv $csv.torch$"
     "^$torchrun --nproc-per-node 2 tools/pytorch_reference.py bench --mode $ddp $flags --label pytorch-ddp-zero-g2 --out-csv $csv.torch --zero$")
   local i=0 line
   while IFS= read -r line; do
-    [[ $line =~ ${expected[$i]} ]] || fail "run $((i + 1)) of the last eight: $line" || return 1
+    [[ $line =~ ${expected[$i]} ]] || fail "run $((i + 1)) of the last ten: $line" || return 1
     i=$((i + 1))
-  done < <(tail -8 "$work/calls")
-  [ "$(grep -c -- 'ch15-g\|-ddp-' "$work/calls")" = 8 ] || fail "multi-GPU runs: $(grep -- 'ch15-g\|-ddp-' "$work/calls")" || return 1
+  done < <(tail -10 "$work/calls")
+  [ "$(grep -c -- 'ch15-g\|-ddp-' "$work/calls")" = 10 ] || fail "multi-GPU runs: $(grep -- 'ch15-g\|-ddp-' "$work/calls")" || return 1
   grep -q '^rank 0/2: ' "$work/calls" && grep -q '^rank 1/2: ' "$work/calls" || fail "ranks: $(grep '^rank' "$work/calls")" || return 1
   local label
-  for label in ch15-g1 ch15-g2 ch15-g2-no-overlap-comm pytorch-ddp-g1 pytorch-ddp-g2 \
-               pytorch-ddp-zero-g2; do
+  for label in ch15-g1 ch15-g2 ch15-g2-no-overlap-comm ch15-g2-zero1 pytorch-ddp-g1 \
+               pytorch-ddp-g2 pytorch-ddp-zero-g2; do
     [ "$(grep -c "^$label,[^,]*,16," "$csv")" = 1 ] || fail "results.csv's $label rows: $(cut -d, -f1,3 "$csv" | tr '\n' ' ')" || return 1
     [ -s "$work/results/logs/$label.txt" ] || fail "no log of $label: $(ls "$work/results/logs" | tr '\n' ' ')" || return 1
   done
@@ -302,7 +322,7 @@ the_multi_gpu_rows_alone_report_a_refused_and_a_failed_run() {
     REFUSE='--bench-label ch15-g2' FAIL_PY='--zero' || return 1
   local labels
   labels=$(grep -o -- '--\(bench-\)\?label [^ ]*' "$work/calls" | cut -d' ' -f2 | uniq | tr '\n' ' ')
-  [ "$labels" = "ch15-g1 ch15-g2 ch15-g2-no-overlap-comm pytorch-ddp-g1 pytorch-ddp-g2 pytorch-ddp-zero-g2 " ] \
+  [ "$labels" = "ch15-g1 ch15-g2 ch15-g2-no-overlap-comm ch15-g2-zero1 pytorch-ddp-g1 pytorch-ddp-g2 pytorch-ddp-zero-g2 " ] \
     || fail "runs: $labels" || return 1
   says "$work/out" "!! ch15-g2 at B=16 refused: error: the run does not fit in --memory-limit 16" || return 1
   says "$work/out" "!! pytorch-ddp-zero-g2 at B=16 on 2 GPUs failed: bench: out of memory at B=16" || return 1
@@ -321,6 +341,7 @@ the_multi_gpu_rows_alone_report_a_refused_and_a_failed_run() {
 check without_a_gpu_bench_fails_and_writes_nothing
 check each_ablation_turns_off_what_needs_its_switch
 check on_a_gpu_the_last_three_chapters_run_at_the_headline_batch
+check head_chapters_pick_the_headline
 check with_chapter_13_the_float8_rows_run_with_the_torchao_wheel
 check without_the_torchao_wheel_the_float8_rows_are_skipped_saying_why
 check sizes_only_runs_chapter_14s_rows_and_reports_a_refused_run
