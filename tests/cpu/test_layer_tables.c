@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "adamw_table_cover.h"
 #include "optim/layer_tables.h"
 #include "optim/quantize8.h"
 
@@ -31,32 +32,6 @@ Test(layer_tables, the_gradients_keep_one_layer_and_everything_outside_the_layer
     cr_assert_eq(g.layer_values, layer);
     cr_assert_eq(g.layer_offset, g.offset[PARAM_LN1W]);
     cr_assert_eq(g.values, gpt2_num_params(&c) - 2 * layer, "two layers' fewer");
-}
-
-// Which table entry updates parameter p, and where it reads its gradient
-// and its moments.
-typedef struct {
-    int hits;
-    long long grad;
-    size_t state;
-    int decay, quantized;
-} Cover;
-
-static void cover_table(Cover *cover, const AdamWTensors *t, int quantized, size_t per_block) {
-    unsigned int blocks = 0;
-    for (int k = 0; k < t->count; k++) {
-        cr_assert_eq(t->first_block[k], blocks, "entry %d's first block", k);
-        blocks += (unsigned int)((t->size[k] + per_block - 1) / per_block);
-        for (size_t j = 0; j < t->size[k]; j++) {
-            Cover *c = &cover[t->offset[k] + j];
-            c->hits++;
-            c->grad = (long long)(t->offset[k] + j) + t->grad_shift[k];
-            c->state = t->state_offset[k] + j;
-            c->decay = t->decay[k];
-            c->quantized = quantized;
-        }
-    }
-    cr_assert_eq(t->blocks, blocks);
 }
 
 // Every parameter updated once by the tables of groups 0..L, its gradient

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "adamw_table_cover.h"
 #include "optim/optimizer_shard.h"
 #include "optim/quantize8.h"
 
@@ -70,33 +71,6 @@ Test(optimizer_shard, one_rank_keeps_everything_in_the_whole_layout) {
     cr_assert_geq(s.local.fp32_values, whole.fp32_values, "the same, but aligned per tensor");
 }
 
-// Which table entry updates parameter p, and where it reads its master
-// weight and its moments.
-typedef struct {
-    int hits;
-    long long master;
-    size_t state;
-    int decay, quantized;
-} Cover;
-
-static void cover_table(Cover *cover, const AdamWTensors *t, int quantized, size_t per_block) {
-    unsigned int blocks = 0;
-    for (int k = 0; k < t->count; k++) {
-        cr_assert_eq(t->first_block[k], blocks, "entry %d's first block", k);
-        cr_assert_eq(t->grad_shift[k], 0, "the gradients stay where the backward pass wrote them");
-        blocks += (unsigned int)((t->size[k] + per_block - 1) / per_block);
-        for (size_t j = 0; j < t->size[k]; j++) {
-            Cover *c = &cover[t->offset[k] + j];
-            c->hits++;
-            c->master = (long long)(t->offset[k] + j) + t->master_shift[k];
-            c->state = t->state_offset[k] + j;
-            c->decay = t->decay[k];
-            c->quantized = quantized;
-        }
-    }
-    cr_assert_eq(t->blocks, blocks);
-}
-
 Test(optimizer_shard, the_tables_update_the_shard_once_with_its_own_master_and_moments) {
     const GPT2Config c = gpt2_shape(4, 4, 256);
     const AdamLayout whole = adam_layout_for(&c, 1);
@@ -120,6 +94,7 @@ Test(optimizer_shard, the_tables_update_the_shard_once_with_its_own_master_and_m
                 if (!mine) continue;
                 updated[p]++;
                 cr_assert_eq(cover[p].master, (long long)(p - s.first), "master at p - first");
+                cr_assert_eq(cover[p].grad, (long long)p, "the gradient where the backward wrote it");
                 cr_assert_eq(cover[p].quantized, whole.quantized[i]);
                 cr_assert_eq(cover[p].decay, gpt2_param_is_decayed(i));
                 // The moment's place in the shard's buffers.
