@@ -250,7 +250,10 @@ void gpt2_gpu_set_schedule(GPT2Gpu *model, const LrSchedule *lr, const AdamWConf
                            int steps, int steps_done);
 
 // AdamW's moments to and from the host, in the model's layout (s->layout must
-// be model->adam: adam_state_alloc(s, &model->adam)).
+// be model->adam: adam_state_alloc(s, &model->adam)). With chapter 15's
+// --shard-optimizer, get is a collective: every rank calls it, and rank 0's
+// s receives every rank's shard in its place (optimizer_shard_gather); set
+// takes the whole state on every rank and keeps the rank's shard.
 void gpt2_gpu_get_state(const GPT2Gpu *model, AdamState *s);
 void gpt2_gpu_set_state(GPT2Gpu *model, const AdamState *s);
 
@@ -289,7 +292,9 @@ void gpt2_gpu_download_logits(const GPT2Gpu *model, size_t first_row, size_t row
 void gpt2_gpu_download_floatx(const GPT2Gpu *model, const floatX *device, float *host, size_t n);
 
 // The weights of record, num_params floats: the parameters in the fp32 build,
-// the fp32 master weights in the bf16 build. What checkpoints save.
+// the fp32 master weights in the bf16 build. What checkpoints save. With
+// --shard-optimizer and master weights, a collective: every rank calls it,
+// and rank 0's host receives every rank's shard of the master weights.
 void gpt2_gpu_get_params(const GPT2Gpu *model, float *host);
 
 // Sets the weights from num_params host floats. The fp32 build copies them
@@ -297,6 +302,7 @@ void gpt2_gpu_get_params(const GPT2Gpu *model, float *host);
 // them to nearest even (bf16_from_float_rne) into params: the same rounding
 // as AdamW's after every step, so a model restored from a checkpoint of its
 // master weights has exactly the bf16 weights it had when it was saved.
+// With --shard-optimizer the master copy is the rank's shard's.
 void gpt2_gpu_set_params(GPT2Gpu *model, const float *host);
 
 // Where the device memory goes, by category, tensor by tensor (`--memory`):
