@@ -9,23 +9,10 @@
 //   [31] sign   [30:23] exponent (255: Inf or NaN)   [22:0] mantissa
 // bf16 keeps bits [31:16]: the sign, the whole exponent, 7 mantissa bits.
 #include <math.h>
-#include <string.h>
 
 #include "util/bf16.h"
+#include "util/float_bits.h"
 #include "exercise.h"
-
-// The bits of an fp32 number and back (memcpy: the one portable type pun).
-static inline uint32_t float_bits(float x) {
-    uint32_t u;
-    memcpy(&u, &x, sizeof u);
-    return u;
-}
-
-static inline float float_from_bits(uint32_t u) {
-    float x;
-    memcpy(&x, &u, sizeof x);
-    return x;
-}
 
 // A NaN: exponent all ones and a mantissa that is not zero. Its payload may
 // sit in the 16 bits that bf16 drops, so truncating it could leave a zero
