@@ -29,3 +29,15 @@ label_lab_rows() {
      if (shape != "") {s = $5; gsub(/"/, "", s); n = split(s, w, " "); for (i = 1; i < n; i++) l = l "-" w[i]}
      gsub(/ /, "-", l); print l "," $0}' "$1"
 }
+
+# The kernel lab's rows of one family ($LAB --only FAMILY) into DIR/lab.csv,
+# each named by label_lab_rows (with the shape's name when the third
+# argument is `shape`); the lab's output to DIR/logs/lab.txt and the
+# terminal. A lab that fails stops the demo, saying so.
+lab_family_csv() {  # family dir [shape]
+  rm -f "$2/lab.csv" "$2/lab_raw.csv"
+  "$LAB" --only "$1" --csv "$2/lab_raw.csv" > "$2/logs/lab.txt" 2>&1 || {
+    cat "$2/logs/lab.txt"; echo "the kernel lab failed (above)"; exit 1; }
+  cat "$2/logs/lab.txt"
+  label_lab_rows "$2/lab_raw.csv" "${3:-}" > "$2/lab.csv" && rm -f "$2/lab_raw.csv"
+}

@@ -19,9 +19,5 @@ out=${DEMO_DIR:-results/${gpu:-gpu}/gemm_steps}
 mkdir -p "$out/logs"
 write_environment "$out/environment.txt" \
   "the kernel lab's gemm_steps family: fc, fcproj and qkv at B=16, T=1024; every call after an L2 flush"
-rm -f "$out/lab_raw.csv"
-"$LAB" --only gemm_steps --csv "$out/lab_raw.csv" > "$out/logs/lab.txt" 2>&1 || {
-  cat "$out/logs/lab.txt"; echo "the kernel lab failed (above)"; exit 1; }
-cat "$out/logs/lab.txt"
-label_lab_rows "$out/lab_raw.csv" shape > "$out/lab.csv" && rm -f "$out/lab_raw.csv"
+lab_family_csv gemm_steps "$out" shape
 echo "wrote $out/lab.csv"

@@ -47,9 +47,6 @@ ours ch09 9
 pytorch pytorch-compile-bf16-sdpa-vocab-tied compile-bf16-sdpa-vocab-tied
 pytorch pytorch-compile-bf16-sdpa-vocab-tied-fused compile-bf16-sdpa-vocab-tied-fused
 grep -v '^label,' "$csv.torch" >> "$csv" && rm -f "$csv.torch"
-rm -f "$out/lab.csv" "$out/lab_raw.csv"
-"$LAB" --only optimizer --csv "$out/lab_raw.csv" > "$out/logs/lab.txt" 2>&1
-cat "$out/logs/lab.txt"
 # Each row named family-version (adamw_update-v2-fused), for the book to quote.
-label_lab_rows "$out/lab_raw.csv" > "$out/lab.csv" && rm -f "$out/lab_raw.csv"
+lab_family_csv optimizer "$out"
 echo "wrote $csv and $out/lab.csv"

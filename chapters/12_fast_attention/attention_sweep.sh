@@ -38,11 +38,7 @@ if [ -n "$torch" ]; then
     --backend flash,cudnn 2>&1 | tee "$out/logs/sdpa_sweep.txt"
 fi
 echo "== the kernel lab's attention: $out/lab.csv"
-rm -f "$out/lab_raw.csv"
-"$LAB" --only attention --csv "$out/lab_raw.csv" > "$out/logs/lab.txt" 2>&1 || {
-  cat "$out/logs/lab.txt"; echo "the kernel lab failed (above)"; exit 1; }
-cat "$out/logs/lab.txt"
 # Each row named family-version-shape (attention_forward-v4-s2-v3-head-groups-B64-T1024-NH12),
 # for the book: the lab times the flash versions at two batches.
-label_lab_rows "$out/lab_raw.csv" shape > "$out/lab.csv" && rm -f "$out/lab_raw.csv"
+lab_family_csv attention "$out" shape
 echo "wrote $csv and $out/lab.csv"

@@ -36,5 +36,27 @@ rows_are_named_alike_before_and_after_the_new_columns() {
   says "$work/labelled.csv" ",ok,0.40000,0.45000,flushed"
 }
 
+# lab_family_csv: the named rows of one family from a stand-in lab, its
+# output kept; a lab that fails stops the script with its output and a word.
+lab_family_csv_names_the_rows_and_stops_on_a_failed_lab() {
+  mkdir -p "$work/demo/logs"
+  after >"$work/after.csv"
+  printf '%s\n' '#!/usr/bin/env bash' \
+    '[ "$1 $2" = "--only attention" ] || { echo "lab: not asked for attention: $*"; exit 1; }' \
+    'echo "the lab'"'"'s table"' \
+    "cat '$work/after.csv' >\"\$4\"" >"$work/lab"
+  chmod +x "$work/lab"
+  LAB=$work/lab expect_status 0 bash -c "source tools/demo_env.sh; lab_family_csv attention '$work/demo' shape" || return 1
+  says "$work/demo/lab.csv" "attention_forward-v3-flash-wgmma-B64-T1024-NH12,attention_forward," || return 1
+  says "$work/demo/logs/lab.txt" "the lab's table" || return 1
+  [ ! -e "$work/demo/lab_raw.csv" ] || fail "lab_raw.csv left behind" || return 1
+  LAB=$work/lab expect_status 1 bash -c "source tools/demo_env.sh; lab_family_csv optimizer '$work/demo'; echo went on" || return 1
+  says "$work/out" "the kernel lab failed (above)" || return 1
+  says "$work/out" "lab: not asked for attention" || return 1
+  ! grep -q "went on" "$work/out" || fail "the script went on after the failed lab"
+}
+
+
 check rows_are_named_alike_before_and_after_the_new_columns
+check lab_family_csv_names_the_rows_and_stops_on_a_failed_lab
 finish
