@@ -58,15 +58,21 @@ static void shard_bytes_to_rank0(const GPT2Gpu *model, int from, const void *min
     CUDA_CHECK(cudaStreamSynchronize(ctx->stream));
 }
 
+// Rank r's shard of the run, as rank r made it (every rank can work it out).
+static OptimizerShard shard_of_rank(const GPT2Gpu *model, int r) {
+    OptimizerShard s;
+    char err[ERR_LEN];
+    if (optimizer_shard_for(&s, &model->adam, r, model->shard.world_size, err))
+        die("shard_of_rank: %s", err);
+    return s;
+}
+
 // The master weights (num_params floats) on rank 0, each rank's shard in
 // its place.
 static void gather_sharded_master(const GPT2Gpu *model, float *host) {
     void *bounce = model->shard.rank == 0 ? gpu_malloc(BOUNCE_BYTES, "gather bounce") : NULL;
     for (int r = 0; r < model->shard.world_size; r++) {
-        OptimizerShard theirs;
-        char err[ERR_LEN];
-        if (optimizer_shard_for(&theirs, &model->adam, r, model->shard.world_size, err))
-            die("gather_sharded_master: %s", err);
+        const OptimizerShard theirs = shard_of_rank(model, r);
         shard_bytes_to_rank0(model, r, model->master, (theirs.last - theirs.first) * sizeof(float),
                              host + theirs.first, bounce);
     }
@@ -78,10 +84,7 @@ static void gather_sharded_master(const GPT2Gpu *model, float *host) {
 static void gather_sharded_state(const GPT2Gpu *model, AdamState *whole) {
     void *bounce = model->shard.rank == 0 ? gpu_malloc(BOUNCE_BYTES, "gather bounce") : NULL;
     for (int r = 0; r < model->shard.world_size; r++) {
-        OptimizerShard theirs;
-        char err[ERR_LEN];
-        if (optimizer_shard_for(&theirs, &model->adam, r, model->shard.world_size, err))
-            die("gather_sharded_state: %s", err);
+        const OptimizerShard theirs = shard_of_rank(model, r);
         const AdamLayout *l = &theirs.local;
         AdamState got;
         adam_state_alloc(&got, l);

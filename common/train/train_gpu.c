@@ -166,12 +166,12 @@ static int place_rank(RunPlan *plan, const TrainOptions *opt, char *err) {
 // for the fused update's tables (a shard is a table's slices of tensors),
 // with the moments on the GPU (the host's blocks of --offload-optimizer are
 // a layer's, not a shard's).
-static int plan_shards(RunPlan *plan, const TrainOptions *opt, const GPT2Config *cfg,
-                       char *err) {
+static int plan_shards(RunPlan *plan, const Optimizations *o, const TrainOptions *opt,
+                       const GPT2Config *cfg, char *err) {
     plan->shard_optimizer = opt->shard_optimizer;
     if (!opt->shard_optimizer) return 0;
-    if (!plan->fused_update)  // run_plan_check_shard_optimizer said it; the plan agrees
-        return fail(err, "--shard-optimizer needs --fused-optimizer (chapter 09)");
+    if (run_plan_check_shard_optimizer(o, opt->shard_optimizer, opt->offload_optimizer, err))
+        return -1;
     OptimizerShard s;
     const AdamLayout whole = adam_layout_for(cfg, plan->moments_8bit);
     return optimizer_shard_for(&s, &whole, plan->rank, plan->world_size, err);
@@ -192,7 +192,8 @@ static int fit_memory(GpuTrainer *tr, const GPT2Config *cfg, RunRequest *asked, 
                        asked->offload_optimizer, err))
         return -1;
     // The new plan on this rank's GPU too, with its shard.
-    return place_rank(&tr->plan, &tr->opt, err) || plan_shards(&tr->plan, &tr->opt, cfg, err);
+    return place_rank(&tr->plan, &tr->opt, err) ||
+           plan_shards(&tr->plan, &asked->switches, &tr->opt, cfg, err);
 }
 // ANCHOR_END: fit_memory
 
@@ -300,7 +301,7 @@ int gpu_trainer_init(GpuTrainer *tr, const TrainOptions *opt, const Optimization
         run_plan_build(&tr->plan, optim, cfg.padded_vocab_size, opt->grad_accum, opt->recompute,
                        !opt->no_master_weights, opt->update_in_backward,
                        opt->offload_optimizer, err) ||
-        place_rank(&tr->plan, opt, err) || plan_shards(&tr->plan, opt, &cfg, err)) {
+        place_rank(&tr->plan, opt, err) || plan_shards(&tr->plan, optim, opt, &cfg, err)) {
         free(params);
         dataloader_free(&tr->train);
         if (tr->has_val) dataloader_free(&tr->val);
