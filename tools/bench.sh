@@ -40,7 +40,8 @@
 # 15's rows on several GPUs of this machine): the last chapter at B per GPU
 # on 1, 2, 4, ... GPUs up to N (and N), through tools/launch_local.sh (one
 # GPU: the trainer alone), labelled ch15-g1, ch15-g2, ..., and on N without
-# the overlap and with ZeRO-1 (ch15-gN-no-overlap-comm, ch15-gN-zero1); and PyTorch's best
+# the overlap and with ZeRO-1, its mean in one reduce-scatter and with the overlap
+# (ch15-gN-no-overlap-comm, ch15-gN-zero1, ch15-gN-zero1-overlap-comm); and PyTorch's best
 # recipe in DistributedDataParallel under torchrun on 1 and N GPUs
 # (pytorch-ddp-g1, pytorch-ddp-gN) and with ZeRO-1 on N (pytorch-ddp-zero-gN);
 # each row's tok/s is the total over its GPUs. The files go to
@@ -352,7 +353,10 @@ if [ -n "$GPUS" ]; then
   if [ "$OURS" = 1 ]; then
     for k in $(gpu_counts); do ranks=$k ours "ch15-g$k" "$B" "$last"; done
     ranks=$GPUS ours "ch15-g$GPUS-no-overlap-comm" "$B" "$last" --no-overlap-comm
-    ranks=$GPUS ours "ch15-g$GPUS-zero1" "$B" "$last" --shard-optimizer
+    # ZeRO-1 with its gradients' mean in one reduce-scatter, and with the
+    # overlap (each layer's parts reduced to their owners: more bytes).
+    ranks=$GPUS ours "ch15-g$GPUS-zero1" "$B" "$last" --shard-optimizer --no-overlap-comm
+    ranks=$GPUS ours "ch15-g$GPUS-zero1-overlap-comm" "$B" "$last" --shard-optimizer
   fi
   nproc=1 pytorch pytorch-ddp-g1 "$B" "$ddp_recipe"
   nproc=$GPUS pytorch "pytorch-ddp-g$GPUS" "$B" "$ddp_recipe"

@@ -287,21 +287,23 @@ with_gpus_2_chapter_15_and_pytorch_ddp_run_last() {
     "^rank [01]/2: --chapter 14 $common --bench-label ch15-g2 --nccl-id-file /[^ ]*/nccl_id$"
     "^rank [01]/2: --chapter 14 --no-overlap-comm $common --bench-label ch15-g2-no-overlap-comm --nccl-id-file /[^ ]*/nccl_id$"
     "^rank [01]/2: --chapter 14 --no-overlap-comm $common --bench-label ch15-g2-no-overlap-comm --nccl-id-file /[^ ]*/nccl_id$"
-    "^rank [01]/2: --chapter 14 --shard-optimizer $common --bench-label ch15-g2-zero1 --nccl-id-file /[^ ]*/nccl_id$"
-    "^rank [01]/2: --chapter 14 --shard-optimizer $common --bench-label ch15-g2-zero1 --nccl-id-file /[^ ]*/nccl_id$"
+    "^rank [01]/2: --chapter 14 --shard-optimizer --no-overlap-comm $common --bench-label ch15-g2-zero1 --nccl-id-file /[^ ]*/nccl_id$"
+    "^rank [01]/2: --chapter 14 --shard-optimizer --no-overlap-comm $common --bench-label ch15-g2-zero1 --nccl-id-file /[^ ]*/nccl_id$"
+    "^rank [01]/2: --chapter 14 --shard-optimizer $common --bench-label ch15-g2-zero1-overlap-comm --nccl-id-file /[^ ]*/nccl_id$"
+    "^rank [01]/2: --chapter 14 --shard-optimizer $common --bench-label ch15-g2-zero1-overlap-comm --nccl-id-file /[^ ]*/nccl_id$"
     "^$torchrun --nproc-per-node 1 tools/pytorch_reference.py bench --mode $ddp $flags --label pytorch-ddp-g1 --out-csv $csv.torch$"
     "^$torchrun --nproc-per-node 2 tools/pytorch_reference.py bench --mode $ddp $flags --label pytorch-ddp-g2 --out-csv $csv.torch$"
     "^$torchrun --nproc-per-node 2 tools/pytorch_reference.py bench --mode $ddp $flags --label pytorch-ddp-zero-g2 --out-csv $csv.torch --zero$")
   local i=0 line
   while IFS= read -r line; do
-    [[ $line =~ ${expected[$i]} ]] || fail "run $((i + 1)) of the last ten: $line" || return 1
+    [[ $line =~ ${expected[$i]} ]] || fail "run $((i + 1)) of the last twelve: $line" || return 1
     i=$((i + 1))
-  done < <(tail -10 "$work/calls")
-  [ "$(grep -c -- 'ch15-g\|-ddp-' "$work/calls")" = 10 ] || fail "multi-GPU runs: $(grep -- 'ch15-g\|-ddp-' "$work/calls")" || return 1
+  done < <(tail -12 "$work/calls")
+  [ "$(grep -c -- 'ch15-g\|-ddp-' "$work/calls")" = 12 ] || fail "multi-GPU runs: $(grep -- 'ch15-g\|-ddp-' "$work/calls")" || return 1
   grep -q '^rank 0/2: ' "$work/calls" && grep -q '^rank 1/2: ' "$work/calls" || fail "ranks: $(grep '^rank' "$work/calls")" || return 1
   local label
-  for label in ch15-g1 ch15-g2 ch15-g2-no-overlap-comm ch15-g2-zero1 pytorch-ddp-g1 \
-               pytorch-ddp-g2 pytorch-ddp-zero-g2; do
+  for label in ch15-g1 ch15-g2 ch15-g2-no-overlap-comm ch15-g2-zero1 ch15-g2-zero1-overlap-comm \
+               pytorch-ddp-g1 pytorch-ddp-g2 pytorch-ddp-zero-g2; do
     [ "$(grep -c "^$label,[^,]*,16," "$csv")" = 1 ] || fail "results.csv's $label rows: $(cut -d, -f1,3 "$csv" | tr '\n' ' ')" || return 1
     [ -s "$work/results/logs/$label.txt" ] || fail "no log of $label: $(ls "$work/results/logs" | tr '\n' ' ')" || return 1
   done
@@ -322,7 +324,7 @@ the_multi_gpu_rows_alone_report_a_refused_and_a_failed_run() {
     REFUSE='--bench-label ch15-g2' FAIL_PY='--zero' || return 1
   local labels
   labels=$(grep -o -- '--\(bench-\)\?label [^ ]*' "$work/calls" | cut -d' ' -f2 | uniq | tr '\n' ' ')
-  [ "$labels" = "ch15-g1 ch15-g2 ch15-g2-no-overlap-comm ch15-g2-zero1 pytorch-ddp-g1 pytorch-ddp-g2 pytorch-ddp-zero-g2 " ] \
+  [ "$labels" = "ch15-g1 ch15-g2 ch15-g2-no-overlap-comm ch15-g2-zero1 ch15-g2-zero1-overlap-comm pytorch-ddp-g1 pytorch-ddp-g2 pytorch-ddp-zero-g2 " ] \
     || fail "runs: $labels" || return 1
   says "$work/out" "!! ch15-g2 at B=16 refused: error: the run does not fit in --memory-limit 16" || return 1
   says "$work/out" "!! pytorch-ddp-zero-g2 at B=16 on 2 GPUs failed: bench: out of memory at B=16" || return 1
