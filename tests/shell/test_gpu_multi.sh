@@ -23,7 +23,7 @@
 #    the same bytes as plain data parallel's; its checkpoints move between
 #    GPU counts too; each rank's master weights and moments take half the
 #    memory;
-#  - a rank on a GPU its host does not have, a rank whose command line
+#  - a rank on a GPU its host does not have (one more rank than it has GPUs), a rank whose command line
 #    differs, a rank that is killed: the others stop, saying why, not hang.
 source "$(dirname "$0")/lib.sh"
 
@@ -179,10 +179,12 @@ every_launcher_trains_the_same_steps() {
 }
 
 bad_set_ups_are_answered_not_hung() {
-  # A third rank on a host of two GPUs.
-  RANK=2 WORLD_SIZE=3 LOCAL_RANK=2 expect_status 2 $trainer $(small) \
+  # One rank more than the host has GPUs.
+  local n
+  n=$(gpus)
+  RANK=$n WORLD_SIZE=$((n + 1)) LOCAL_RANK=$n expect_status 2 $trainer $(small) \
     --nccl-id-file "$work/id3" || return 1
-  says "$work/err" "is to run on GPU 2 of its host" || return 1
+  says "$work/err" "is to run on GPU $n of its host" || return 1
   # Two ranks with different command lines.
   env RANK=0 WORLD_SIZE=2 LOCAL_RANK=0 $trainer $(small) --nccl-id-file "$work/idm" \
     >"$work/out" 2>"$work/err" &
