@@ -280,6 +280,19 @@ def roofline():
     return save(fig, "roofline_h100")
 
 
+
+def lane_axes(ax, names, width, title):
+    """A timeline's axes: one lane a name, top to bottom, over [0, width),
+    with no frame and no time ticks (the durations are made up)."""
+    ax.set_xlim(0, width)
+    ax.set_ylim(0, len(names))
+    ax.set_yticks([len(names) - 0.5 - i for i in range(len(names))], names, fontsize=7.5)
+    ax.set_xticks([])
+    ax.tick_params(axis="y", length=0)
+    for side in ("top", "right", "left", "bottom"):
+        ax.spines[side].set_visible(False)
+    ax.set_title(title, fontsize=9, loc="left", fontweight="bold")
+
 # ---- host and GPU over time -----------------------------------------------------
 def timelines():
     fig, axes = plt.subplots(2, 1, figsize=(8.4, 4.6), sharex=True,
@@ -559,14 +572,7 @@ def overlap_panel(ax, title, lanes, width):
             ax.add_patch(patches.Rectangle((max(start, t), 0.12), end - max(start, t), 0.76,
                                            facecolor=KERNEL, edgecolor="none", alpha=0.45))
         t = max(t, end)
-    ax.set_xlim(0, width)
-    ax.set_ylim(0, len(names))
-    ax.set_yticks([len(names) - 0.5 - i for i in range(len(names))], names, fontsize=7.5)
-    ax.set_xticks([])
-    ax.tick_params(axis="y", length=0)
-    for side in ("top", "right", "left", "bottom"):
-        ax.spines[side].set_visible(False)
-    ax.set_title(title, fontsize=9, loc="left", fontweight="bold")
+    lane_axes(ax, names, width, title)
 
 
 def attention_overlap():
@@ -658,15 +664,7 @@ def stream_lanes(ax, title, lanes, width):
             if label:
                 ax.text(start + length / 2, y + 0.5, label, ha="center", va="center",
                         fontsize=6.5, color="white")
-    ax.set_xlim(0, width)
-    ax.set_ylim(0, len(lanes))
-    ax.set_yticks([len(lanes) - 0.5 - i for i in range(len(lanes))],
-                  [name for name, _ in lanes], fontsize=7.5)
-    ax.set_xticks([])
-    ax.tick_params(axis="y", length=0)
-    for side in ("top", "right", "left", "bottom"):
-        ax.spines[side].set_visible(False)
-    ax.set_title(title, fontsize=9, loc="left", fontweight="bold")
+    lane_axes(ax, [name for name, _ in lanes], width, title)
 
 
 def comm_overlap():
