@@ -252,8 +252,9 @@ void gpt2_gpu_set_schedule(GPT2Gpu *model, const LrSchedule *lr, const AdamWConf
 // AdamW's moments to and from the host, in the model's layout (s->layout must
 // be model->adam: adam_state_alloc(s, &model->adam)). With chapter 15's
 // --shard-optimizer, get is a collective: every rank calls it, and rank 0's
-// s receives every rank's shard in its place (optimizer_shard_gather); set
-// takes the whole state on every rank and keeps the rank's shard.
+// s receives every rank's shard in its place (optimizer_shard_gather; the
+// other ranks' s may be NULL: they only send); set takes the whole state on
+// every rank and keeps the rank's shard.
 void gpt2_gpu_get_state(const GPT2Gpu *model, AdamState *s);
 void gpt2_gpu_set_state(GPT2Gpu *model, const AdamState *s);
 
@@ -294,7 +295,9 @@ void gpt2_gpu_download_floatx(const GPT2Gpu *model, const floatX *device, float 
 // The weights of record, num_params floats: the parameters in the fp32 build,
 // the fp32 master weights in the bf16 build. What checkpoints save. With
 // --shard-optimizer and master weights, a collective: every rank calls it,
-// and rank 0's host receives every rank's shard of the master weights.
+// and rank 0's host receives every rank's shard of the master weights. With
+// --shard-optimizer, host may be NULL on the ranks other than 0: they send
+// their shards, where there is a collective, and receive nothing.
 void gpt2_gpu_get_params(const GPT2Gpu *model, float *host);
 
 // Sets the weights from num_params host floats. The fp32 build copies them

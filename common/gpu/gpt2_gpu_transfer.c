@@ -73,21 +73,24 @@ static void gather_sharded_master(const GPT2Gpu *model, float *host) {
     void *bounce = model->shard.rank == 0 ? gpu_malloc(BOUNCE_BYTES, "gather bounce") : NULL;
     for (int r = 0; r < model->shard.world_size; r++) {
         const OptimizerShard theirs = shard_of_rank(model, r);
+        float *place = model->shard.rank == 0 ? host + theirs.first : NULL;
         shard_bytes_to_rank0(model, r, model->master, (theirs.last - theirs.first) * sizeof(float),
-                             host + theirs.first, bounce);
+                             place, bounce);
     }
     gpu_free(bounce);
 }
 
 // AdamW's moments in the whole layout, on rank 0: each rank's shard's
-// buffers, then put in their places (optimizer_shard_gather).
+// buffers, then put in their places (optimizer_shard_gather). The other
+// ranks only send: nothing is allocated for them.
 static void gather_sharded_state(const GPT2Gpu *model, AdamState *whole) {
-    void *bounce = model->shard.rank == 0 ? gpu_malloc(BOUNCE_BYTES, "gather bounce") : NULL;
+    const int receiver = model->shard.rank == 0;
+    void *bounce = receiver ? gpu_malloc(BOUNCE_BYTES, "gather bounce") : NULL;
     for (int r = 0; r < model->shard.world_size; r++) {
         const OptimizerShard theirs = shard_of_rank(model, r);
         const AdamLayout *l = &theirs.local;
-        AdamState got;
-        adam_state_alloc(&got, l);
+        AdamState got = {0};
+        if (receiver) adam_state_alloc(&got, l);
         shard_bytes_to_rank0(model, r, model->m, l->fp32_values * sizeof(float), got.m, bounce);
         shard_bytes_to_rank0(model, r, model->v, l->fp32_values * sizeof(float), got.v, bounce);
         shard_bytes_to_rank0(model, r, model->m_q, l->q8_values, got.m_q, bounce);
@@ -96,7 +99,8 @@ static void gather_sharded_state(const GPT2Gpu *model, AdamState *whole) {
                              got.m_absmax, bounce);
         shard_bytes_to_rank0(model, r, model->v_absmax, l->q8_blocks * sizeof(float),
                              got.v_absmax, bounce);
-        if (model->shard.rank == 0) optimizer_shard_gather(&theirs, &got, whole);
+        if (!receiver) continue;
+        optimizer_shard_gather(&theirs, &got, whole);
         adam_state_free(&got);
     }
     gpu_free(bounce);
@@ -137,13 +141,14 @@ static void upload_moments(GPT2Gpu *model, const AdamLayout *l, const AdamState 
 }
 
 void gpt2_gpu_get_state(const GPT2Gpu *model, AdamState *s) {
+    if (model->plan.shard_optimizer) {  // chapter 15: each rank's shard, to rank 0
+        if (model->shard.rank == 0) check_layout(model, s);
+        gather_sharded_state(model, s);
+        return;
+    }
     check_layout(model, s);
     if (model->plan.offload_optimizer) {  // chapter 14: in blocks, most on the host
         optimizer_offload_get(&model->offload, model->ctx, s);
-        return;
-    }
-    if (model->plan.shard_optimizer) {  // chapter 15: each rank's shard, to rank 0
-        gather_sharded_state(model, s);
         return;
     }
     download_moments(model, &model->adam, s);
@@ -252,6 +257,7 @@ void gpt2_gpu_download_floatx(const GPT2Gpu *model, const floatX *device, float 
 
 void gpt2_gpu_get_params(const GPT2Gpu *model, float *host) {
     if (model->master && model->plan.shard_optimizer) gather_sharded_master(model, host);
+    else if (!host) return;  // a rank other than 0 of a --shard-optimizer save
     else if (model->master) gpt2_gpu_download(model, model->master, host);
     else gpt2_gpu_download_floatx(model, model->params, host, model->num_params);
 }

@@ -648,15 +648,21 @@ int gpu_trainer_val_loss(GpuTrainer *tr, float *loss, char *err) {
 
 int gpu_trainer_save(GpuTrainer *tr, char *model_path, size_t cap, char *err) {
     GPT2Gpu *m = &tr->model;
-    float *params = xmalloc(m->num_params * sizeof(float));
+    // Chapter 15: rank 0 alone writes. The other ranks hold what rank 0
+    // holds and have nothing to do, but with --shard-optimizer, where each
+    // sends rank 0 its shard (collectives) and keeps no copy on the host.
+    const int writer = tr->plan.rank == 0;
+    if (!writer && !tr->plan.shard_optimizer) return 0;
+    float *params = writer ? xmalloc(m->num_params * sizeof(float)) : NULL;
     AdamState state;
-    adam_state_alloc(&state, &m->adam);
+    if (writer) adam_state_alloc(&state, &m->adam);
     // The weights of record: the fp32 master weights in the bf16 build, so a
     // checkpoint is fp32 (version 3) whichever build wrote it; the moments as
     // the model keeps them (8-bit ones too, from chapter 10); and chapter
     // 13's FP8 scales, where FP8 GEMMs run (else none).
     gpt2_gpu_get_params(m, params);
-    gpt2_gpu_get_state(m, &state);
+    gpt2_gpu_get_state(m, writer ? &state : NULL);
+    if (!writer) return 0;
     Fp8State scales;
     gpt2_gpu_get_fp8_state(m, &scales);
     // With workers the loader is ahead of the model: the position of record is
@@ -665,11 +671,8 @@ int gpu_trainer_save(GpuTrainer *tr, char *model_path, size_t cap, char *err) {
                                             : dataloader_position(&tr->train);
     TrainProgress p = {.step = tr->step, .data = data, .sampler_rng = tr->sampler.state,
                        .B = tr->opt.B, .T = tr->opt.T};
-    // Chapter 15's --shard-optimizer: every rank has sent its shard; rank 0
-    // alone writes.
-    int rc = tr->plan.rank != 0 ? 0
-                                : save_run(tr->opt.checkpoint_dir, &m->config, params, &state,
-                                           &scales, &p, model_path, cap, err);
+    int rc = save_run(tr->opt.checkpoint_dir, &m->config, params, &state, &scales, &p,
+                      model_path, cap, err);
     free(params);
     adam_state_free(&state);
     fp8_state_free(&scales);
