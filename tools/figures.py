@@ -280,7 +280,6 @@ def roofline():
     return save(fig, "roofline_h100")
 
 
-
 def lane_axes(ax, names, width, title):
     """A timeline's axes: one lane a name, top to bottom, over [0, width),
     with no frame and no time ticks (the durations are made up)."""
@@ -292,6 +291,7 @@ def lane_axes(ax, names, width, title):
     for side in ("top", "right", "left", "bottom"):
         ax.spines[side].set_visible(False)
     ax.set_title(title, fontsize=9, loc="left", fontweight="bold")
+
 
 # ---- host and GPU over time -----------------------------------------------------
 def timelines():

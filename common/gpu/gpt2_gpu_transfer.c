@@ -257,7 +257,7 @@ void gpt2_gpu_download_floatx(const GPT2Gpu *model, const floatX *device, float 
 
 void gpt2_gpu_get_params(const GPT2Gpu *model, float *host) {
     if (model->master && model->plan.shard_optimizer) gather_sharded_master(model, host);
-    else if (!host) return;  // a rank other than 0 of a --shard-optimizer save
+    else if (!host) return;  // a rank other than 0 of a --shard-optimizer save: nothing to send
     else if (model->master) gpt2_gpu_download(model, model->master, host);
     else gpt2_gpu_download_floatx(model, model->params, host, model->num_params);
 }

@@ -56,7 +56,6 @@ lab_family_csv_names_the_rows_and_stops_on_a_failed_lab() {
   ! grep -q "went on" "$work/out" || fail "the script went on after the failed lab"
 }
 
-
 check rows_are_named_alike_before_and_after_the_new_columns
 check lab_family_csv_names_the_rows_and_stops_on_a_failed_lab
 finish
