@@ -71,7 +71,7 @@ NVCCFLAGS += $(CUDA_ARCH) -DGPU_BUILD_ARCH=$(GPU_ARCH) -std=c++17 -Icommon -Iker
              -Xcompiler -Wall,-Wextra --Werror all-warnings -MMD -MP
 KERNEL_SRCS := $(wildcard kernels/*.cu)
 # Hopper's warpgroup products (wgmma) exist on sm_90a only, code that runs on
-# compute capability 9.0 and on no other: for GPU_ARCH=90 the three files that
+# compute capability 9.0 and on no other: for GPU_ARCH=90 the files that
 # use them (and the TMA) are built for it, with WITH_WGMMA defined, and the
 # context tells the launchers whether the GPU present runs them
 # (gpu_context.h: hopper). Elsewhere their launchers are stubs that say what
@@ -79,7 +79,8 @@ KERNEL_SRCS := $(wildcard kernels/*.cu)
 ifeq ($(GPU_ARCH),90)
 HOPPER_ARCH := -gencode arch=compute_90a,code=sm_90a
 NVCCFLAGS += -DWITH_WGMMA
-HOPPER_OBJS := $(foreach f,attention_flash_hopper attention_flash_ws attention_flash_bwd gemm_steps,\
+HOPPER_OBJS := $(foreach f,attention_flash_hopper attention_flash_ws attention_flash_wide \
+  attention_flash_bwd gemm_steps,\
   $(BUILD)/obj/kernels/$(f).o $(BUILD)/obj_bf16/kernels/$(f).o)
 $(HOPPER_OBJS): CUDA_ARCH := $(HOPPER_ARCH)
 endif

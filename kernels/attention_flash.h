@@ -95,10 +95,21 @@ void attention_backward_v4(const GpuContext *ctx, floatX *dqkv, float *scratch,
 //   4  + each warpgroup's softmax overlapped with its own next product
 //      (one block per SM: the second tile of scores needs the registers)
 //   5  + the two warpgroups' products taking turns (ping-pong)
-#define ATTENTION_V4_STEPS 5
-#define ATTENTION_V4_FORWARD 3
+// and with tiles of 128 keys (attention_flash_wide.cu):
+//   6  one warpgroup and a producer warp a block, three blocks per SM
+//   7  6 in persistent blocks, each taking the next 64 queries as it finishes
+//      and loading their tiles while it finishes: v4's forward pass
+// Steps 1 to ATTENTION_V4_STEPS_V3_BITS compute v3's bits; 6 and 7 move the
+// running maximum per 128 keys, not per 64, and give v3's values rounded
+// elsewhere (7 gives 6's bits).
+#define ATTENTION_V4_STEPS 7
+#define ATTENTION_V4_STEPS_V3_BITS 5
+#define ATTENTION_V4_FORWARD 7
 void attention_forward_v4_step(const GpuContext *ctx, int step, floatX *out, float *lse,
                                const floatX *qkv, int B, int T, int C, int NH);
+// Steps 6 and 7 (attention_forward_v4_step calls it).
+void attention_forward_wide_step(const GpuContext *ctx, int step, floatX *out, float *lse,
+                                 const floatX *qkv, int B, int T, int C, int NH);
 // The backward pass:
 //   1  v3, its grid ordered by head
 //   2  v3, by groups of heads, heaviest first: v4's backward pass

@@ -60,7 +60,6 @@ namespace {
 // copied into one while the block uses another, and the third is the one
 // the slowest warp may still be reading.
 constexpr int STAGES = 3;
-constexpr uint32_t TILE_BYTES = TILE_ELEMENTS * sizeof(bf16);  // 8 KB
 static_assert(ROWS == 64 && HS == 64 && GROUP == 4 * WARP_SIZE && ROWS == 4 * 16,
               "a warpgroup of 4 warps, 16 rows each, tiles of 64 x 64");
 

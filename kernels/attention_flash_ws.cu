@@ -8,7 +8,8 @@
 // every tile. Ordered by head, a head's tiles run together and read them
 // from L2. This is most of v4's backward pass: v3's two kernels, ordered.
 //
-// The forward pass, step 3 (v4's):
+// The forward pass, step 3 (v4's before chapter 12's tiles of 128 keys,
+// steps 6 and 7 in attention_flash_wide.cu):
 //   - the TMA (tma.cuh) copies every tile: one thread names a box, and the
 //     copy engine moves it, swizzled, zero-filled past T, and counts its
 //     bytes on an mbarrier;
@@ -54,7 +55,6 @@ namespace {
 
 // A block: `groups` consumer warpgroups that multiply, then one producer warp.
 constexpr int block_threads(int groups) { return groups * GROUP + WARP_SIZE; }
-constexpr uint32_t TILE_BYTES = TILE_ELEMENTS * sizeof(bf16);  // 8 KB
 // Named barrier ids (0 is __syncthreads'): the forward pass's warpgroups'
 // turns (one each); the backward pass's "both dS tiles written", and each of
 // its warpgroups' own.
@@ -608,6 +608,10 @@ extern "C" void attention_forward_v4_step(const GpuContext *ctx, int step, float
     // The overlap needs a second tile of scores in registers: one block per SM.
     case 4: launch_forward<2, true, false, 1, ATTENTION_HEAD_GROUPS>(ctx, out, lse, qkv, B, T, NH); break;
     case 5: launch_forward<2, true, true, 1, ATTENTION_HEAD_GROUPS>(ctx, out, lse, qkv, B, T, NH); break;
+    // Tiles of 128 keys, a warpgroup a block (attention_flash_wide.cu); then
+    // the same, persistent.
+    case 6:
+    case 7: attention_forward_wide_step(ctx, step, out, lse, qkv, B, T, C, NH); break;
     default: die("attention_forward_v4_step: step %d, not 1..%d", step, ATTENTION_V4_STEPS);
     }
 }

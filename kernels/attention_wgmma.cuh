@@ -15,6 +15,7 @@ namespace {
 
 constexpr int HS = 64, GROUP = 128, ROWS = 64;  // a warpgroup: 128 threads, 64 rows
 constexpr int TILE_ELEMENTS = ROWS * HS;         // one tile of 64 rows: 8 KB
+constexpr uint32_t TILE_BYTES = TILE_ELEMENTS * sizeof(bf16);
 // Dynamic shared memory, rounded up to the 1024 bytes the swizzle needs.
 __device__ __forceinline__ bf16 *aligned_smem(unsigned char *raw) {
     return reinterpret_cast<bf16 *>(((uintptr_t)raw + 1023) & ~(uintptr_t)1023);
@@ -22,29 +23,41 @@ __device__ __forceinline__ bf16 *aligned_smem(unsigned char *raw) {
 
 // ---- a warpgroup's two kinds of product --------------------------------------------
 // ANCHOR: warpgroup_products
-// acc (64x64) = a @ b^T, a and b tiles of 64 rows of HS = 64: their rows are
-// the product's rows and columns, their columns the sum (K-major both): the
-// scores S = Q K^T, and dP = dO V^T. Four steps of 16 columns, issued, not
-// waited for: the caller commits the group and waits.
-__device__ __forceinline__ void wg_mma_with_rows(float (&acc)[8][4], const bf16 *a, const bf16 *b) {
+// acc (64 x 8NT) = a @ b^T, a a tile of 64 rows of HS = 64 and b one of
+// 8NT rows (64, or chapter 12's 128 keys): their rows are the product's rows
+// and columns, their columns the sum (K-major both): the scores S = Q K^T,
+// and dP = dO V^T. Four steps of 16 columns, issued, not waited for: the
+// caller commits the group and waits.
+template <int NT>
+__device__ __forceinline__ void wg_mma_with_rows(float (&acc)[NT][4], const bf16 *a, const bf16 *b) {
+    static_assert(NT == 8 || NT == 16, "products of 64 or 128 columns");
     const uint64_t da = smem_descriptor(a), db = smem_descriptor(b);
     wgmma_fence();
-    wgmma_64x64_smem_first(acc, da, db);
+    if constexpr (NT == 8) wgmma_64x64_smem_first(acc, da, db);
+    else wgmma_64x128_smem_first(acc, da, db);
 #pragma unroll
-    for (int kk = 1; kk < HS / 16; kk++)
-        wgmma_64x64_smem(acc, da + DESC_K_STEP * kk, db + DESC_K_STEP * kk);
+    for (int kk = 1; kk < HS / 16; kk++) {
+        if constexpr (NT == 8) wgmma_64x64_smem(acc, da + DESC_K_STEP * kk, db + DESC_K_STEP * kk);
+        else wgmma_64x128_smem(acc, da + DESC_K_STEP * kk, db + DESC_K_STEP * kk);
+    }
 }
 
-// acc (64x64) += P @ tile, P (64x64) in fp32 accumulators, the tile 64 rows
-// of HS = 64 (MN-major): O += P V, dV += P^T dO, dK += dS^T Q, dQ += dS K.
-// P is rounded to bf16 A fragments first, all four steps' (the fence then
-// tells the tensor cores that the registers are ready), then the four steps
+// acc (64x64) += P @ tile, P (64 x 8NT) in fp32 accumulators, the tile 8NT
+// rows of HS = 64 (MN-major): O += P V, dV += P^T dO, dK += dS^T Q, dQ += dS
+// K. P is rounded to bf16 A fragments first, all the steps' (the fence then
+// tells the tensor cores that the registers are ready), then the NT/2 steps
 // of 16 rows of the tile are issued.
-__device__ __forceinline__ void wg_mma_with_probs(float (&acc)[8][4], const float (&p)[8][4],
+// acc (64x64) += P @ tile, P (64 x 8NT) in fp32 accumulators, the tile 8NT
+// rows of HS = 64 (MN-major): O += P V, dV += P^T dO, dK += dS^T Q, dQ += dS
+// K. P is rounded to bf16 A fragments first, all the steps' (the fence then
+// tells the tensor cores that the registers are ready), then the NT/2 steps
+// of 16 rows of the tile are issued.
+template <int NT>
+__device__ __forceinline__ void wg_mma_with_probs(float (&acc)[8][4], const float (&p)[NT][4],
                                                   const bf16 *tile) {
-    uint32_t a[ROWS / 16][4];
+    uint32_t a[NT / 2][4];
 #pragma unroll
-    for (int kk = 0; kk < ROWS / 16; kk++) {
+    for (int kk = 0; kk < NT / 2; kk++) {
         a[kk][0] = pack_bf16(p[2 * kk][0], p[2 * kk][1]);
         a[kk][1] = pack_bf16(p[2 * kk][2], p[2 * kk][3]);
         a[kk][2] = pack_bf16(p[2 * kk + 1][0], p[2 * kk + 1][1]);
@@ -53,7 +66,7 @@ __device__ __forceinline__ void wg_mma_with_probs(float (&acc)[8][4], const floa
     const uint64_t db = smem_descriptor(tile);
     wgmma_fence();
 #pragma unroll
-    for (int kk = 0; kk < ROWS / 16; kk++) wgmma_64x64_regs(acc, a[kk], db + DESC_MN_STEP * kk);
+    for (int kk = 0; kk < NT / 2; kk++) wgmma_64x64_regs(acc, a[kk], db + DESC_MN_STEP * kk);
 }
 // ANCHOR_END: warpgroup_products
 
@@ -105,14 +118,21 @@ struct TilePlace {
 
 // ANCHOR: block_order
 // Where this block is, for a grid made by grid_for() below.
+// Item `item` of ATTENTION_HEAD_GROUPS' order (a block's index in its grid,
+// or a persistent block's n-th piece of work).
+__device__ __forceinline__ TilePlace head_group_place(int item, int tiles, int heads,
+                                                      int heads_per_group) {
+    const int per_group = heads_per_group * tiles, group = item / per_group;
+    const int rank = item % per_group;
+    const int here = min(heads_per_group, heads - group * heads_per_group);
+    return {group * heads_per_group + rank % here, rank / here};
+}
+
 template <AttentionBlockOrder ORDER>
 __device__ __forceinline__ TilePlace tile_place(int tiles, int heads, int heads_per_group) {
     if (ORDER == ATTENTION_HEAD_FASTEST) return {(int)blockIdx.x, (int)blockIdx.y};
     if (ORDER == ATTENTION_BY_HEAD) return {(int)blockIdx.y, (int)blockIdx.x};
-    const int per_group = heads_per_group * tiles, group = blockIdx.x / per_group;
-    const int rank = blockIdx.x % per_group;
-    const int here = min(heads_per_group, heads - group * heads_per_group);
-    return {group * heads_per_group + rank % here, rank / here};
+    return head_group_place(blockIdx.x, tiles, heads, heads_per_group);
 }
 // ANCHOR_END: block_order
 

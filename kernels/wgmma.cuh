@@ -144,6 +144,48 @@ __device__ __forceinline__ void wgmma_64x64_smem_mn(float (&d)[8][4], uint64_t a
         : "l"(a), "l"(b), "r"(accumulate));
 }
 
+// The 64 accumulators of a 64x128 product, per thread: 16 n-tiles of 4, laid
+// out as the 64x64 product's 8 (chapter 12's tiles of 128 keys). c is the
+// constraint: "+f" to add to them, "=f" to write them only.
+#define WGMMA_D128(c, d) \
+    c(d[0][0]), c(d[0][1]), c(d[0][2]), c(d[0][3]), c(d[1][0]), c(d[1][1]),                    \
+    c(d[1][2]), c(d[1][3]), c(d[2][0]), c(d[2][1]), c(d[2][2]), c(d[2][3]),                    \
+    c(d[3][0]), c(d[3][1]), c(d[3][2]), c(d[3][3]), c(d[4][0]), c(d[4][1]),                    \
+    c(d[4][2]), c(d[4][3]), c(d[5][0]), c(d[5][1]), c(d[5][2]), c(d[5][3]),                    \
+    c(d[6][0]), c(d[6][1]), c(d[6][2]), c(d[6][3]), c(d[7][0]), c(d[7][1]),                    \
+    c(d[7][2]), c(d[7][3]), c(d[8][0]), c(d[8][1]), c(d[8][2]), c(d[8][3]),                    \
+    c(d[9][0]), c(d[9][1]), c(d[9][2]), c(d[9][3]), c(d[10][0]), c(d[10][1]),                  \
+    c(d[10][2]), c(d[10][3]), c(d[11][0]), c(d[11][1]), c(d[11][2]), c(d[11][3]),              \
+    c(d[12][0]), c(d[12][1]), c(d[12][2]), c(d[12][3]), c(d[13][0]), c(d[13][1]),              \
+    c(d[13][2]), c(d[13][3]), c(d[14][0]), c(d[14][1]), c(d[14][2]), c(d[14][3]),              \
+    c(d[15][0]), c(d[15][1]), c(d[15][2]), c(d[15][3])
+#define WGMMA_D128_LIST \
+    "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+    "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
+    "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
+    "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}"
+
+// d (64x128) = a b (accumulate 0) or d += a b (1), a (64x16) and b (16x128)
+// K-major tiles in shared memory, by descriptor: S = Q K^T for 128 keys at
+// once, Q's 2 KB of each step read once for all of them.
+__device__ __forceinline__ void wgmma_64x128_smem_first(float (&d)[16][4], uint64_t a, uint64_t b) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " WGMMA_D128_LIST
+        ", %64, %65, p, 1, 1, 0, 0;\n}\n"
+        : WGMMA_D128("=f", d)
+        : "l"(a), "l"(b), "r"(0));
+}
+
+__device__ __forceinline__ void wgmma_64x128_smem(float (&d)[16][4], uint64_t a, uint64_t b) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " WGMMA_D128_LIST
+        ", %64, %65, p, 1, 1, 0, 0;\n}\n"
+        : WGMMA_D128("+f", d)
+        : "l"(a), "l"(b), "r"(1));
+}
+
 // The 128 accumulators of a 64x256 product, per thread (wgmma_64x256_smem).
 #define WGMMA_D256(d)                                                      \
     "+f"(d[0][0][0]), "+f"(d[0][0][1]), "+f"(d[0][0][2]), "+f"(d[0][0][3]), \

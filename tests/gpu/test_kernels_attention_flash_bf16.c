@@ -5,9 +5,10 @@
 // chosen to cross every edge of the kernels' tiles (128 queries forward, 64
 // keys and 64 queries backward): T below one tile, T not a multiple of
 // either, 3 heads, batches of 5, and the head sizes the kernels are built for.
-// Then chapter 12's v4 (the TMA, warp specialization; heads of 64, Hopper
-// only: skipped elsewhere) at v3's shapes, against the same references and
-// against v3, and each of the kernel lab's steps of its forward pass.
+// Then chapter 12's v4 (the TMA, warp specialization, tiles of 128 keys;
+// heads of 64, Hopper only: skipped elsewhere) at v3's shapes, against the
+// same references and against v3, and each of the kernel lab's steps of its
+// forward pass.
 #define _POSIX_C_SOURCE 200809L  // setenv
 #include "attention.h"
 #include "attention_flash.h"
@@ -300,10 +301,12 @@ Test(kernels_attention_flash, v4_is_deterministic) {
     check_deterministic(&V4, 1, (Shape){2, 1024, 768, 12}, 9);
 }
 
-// v4 computes v3's blocks, in another order (by head), the forward pass's
-// tiles copied by the TMA instead of by the threads: every value is made by
-// the same operations as v3's, so the bits are v3's, forward and backward.
-Test(kernels_attention_flash, v4_is_v3_bit_for_bit) {
+// v4's forward pass (step 7, tiles of 128 keys) moves each row's running
+// maximum once per 128 keys where v3 moves it per 64: the same values,
+// rounded elsewhere (the exponentials taken from other maxima, the sums
+// added in other groups), so within chapter 05's tolerances of v3's, and
+// the gradients, which read them, within its gradients' tolerance.
+Test(kernels_attention_flash, v4_matches_v3) {
     skip_without_v4();
     const Shape shapes[] = {{4, 333, 256, 4}, {2, 1024, 768, 12}};
     for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
@@ -315,18 +318,21 @@ Test(kernels_attention_flash, v4_is_v3_bit_for_bit) {
         floatX *d_dout = gt_upload_x(gt_random_x(N, -1, 1, &rng), N);
         Results v3 = run_flash(&VERSIONS[1], s, d_qkv, d_dout);
         Results v4 = run_flash(&V4, s, d_qkv, d_dout);
-        gt_assert_identical("flash v4 out vs v3", v4.out, v3.out, N);
-        gt_assert_identical("flash v4 lse vs v3", v4.lse, v3.lse, (size_t)s.B * s.NH * s.T);
-        gt_assert_identical("flash v4 dqkv vs v3", v4.dqkv, v3.dqkv, 3 * N);
+        gt_compare("flash v4 out vs v3", v4.out, v3.out, N, TOL_FLASH_OUT_BF16);
+        gt_compare("flash v4 lse vs v3", v4.lse, v3.lse, (size_t)s.B * s.NH * s.T, TOL_FLASH_LSE);
+        compare_gradients("v4", "v3", v4.dqkv, v3.dqkv, s, TOL_FLASH_GRADS_BF16);
     }
 }
 
-// The kernel lab's steps from v3 to v4's forward pass and past it
-// (attention_flash.h): every one makes v3's values by v3's operations, so
-// each gives v3's bits; step ATTENTION_V4_FORWARD is attention_forward_v4.
-Test(kernels_attention_flash, v4_steps_are_v3_bit_for_bit) {
+// The kernel lab's steps from v3 to v4's forward pass (attention_flash.h).
+// Steps 1 to ATTENTION_V4_STEPS_V3_BITS make v3's values by v3's
+// operations: v3's bits. The steps past them (tiles of 128 keys) make
+// the first of them's bits, one another's, and v3's values within chapter
+// 05's tolerance. Step ATTENTION_V4_FORWARD is attention_forward_v4. T =
+// 130 gives a block whose last tile is 2 keys, T = 37 one of 37 keys alone.
+Test(kernels_attention_flash, v4_steps_match_v3) {
     skip_without_v4();
-    const Shape shapes[] = {{2, 200, 192, 3}, {3, 37, 192, 3}, {2, 1024, 768, 12}};
+    const Shape shapes[] = {{2, 200, 192, 3}, {3, 37, 192, 3}, {1, 130, 64, 1}, {2, 1024, 768, 12}};
     for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
         const Shape s = shapes[k];
         const size_t N = (size_t)s.B * s.T * s.C, rows = (size_t)s.B * s.NH * s.T;
@@ -339,7 +345,7 @@ Test(kernels_attention_flash, v4_steps_are_v3_bit_for_bit) {
         float *v3_out = gt_download_x(d_out, N), *v3_lse = gt_download(d_lse, rows);
         attention_forward_v4(&gt_ctx, d_out, d_lse, d_qkv, s.B, s.T, s.C, s.NH);
         float *v4_out = gt_download_x(d_out, N), *v4_lse = gt_download(d_lse, rows);
-        gt_assert_identical("attention_forward_v4's out vs v3", v4_out, v3_out, N);
+        float *wide_out = NULL, *wide_lse = NULL;  // the first step of 128 keys
         for (int step = 1; step <= ATTENTION_V4_STEPS; step++) {
             floatX *out = gt_device_poisoned_x(N);
             float *lse = gt_device_poisoned(rows);
@@ -347,14 +353,33 @@ Test(kernels_attention_flash, v4_steps_are_v3_bit_for_bit) {
             float *got_out = gt_download_x(out, N), *got_lse = gt_download(lse, rows);
             char what[64];
             snprintf(what, sizeof what, "v4 step %d out vs v3 (T=%d)", step, s.T);
-            gt_assert_identical(what, got_out, v3_out, N);
-            snprintf(what, sizeof what, "v4 step %d lse vs v3 (T=%d)", step, s.T);
-            gt_assert_identical(what, got_lse, v3_lse, rows);
-            if (step == ATTENTION_V4_FORWARD)
+            if (step <= ATTENTION_V4_STEPS_V3_BITS) {
+                gt_assert_identical(what, got_out, v3_out, N);
+                snprintf(what, sizeof what, "v4 step %d lse vs v3 (T=%d)", step, s.T);
+                gt_assert_identical(what, got_lse, v3_lse, rows);
+            } else {
+                gt_compare(what, got_out, v3_out, N, TOL_FLASH_OUT_BF16);
+                snprintf(what, sizeof what, "v4 step %d lse vs v3 (T=%d)", step, s.T);
+                gt_compare(what, got_lse, v3_lse, rows, TOL_FLASH_LSE);
+                if (wide_out) {
+                    snprintf(what, sizeof what, "v4 step %d out vs step %d (T=%d)", step,
+                             ATTENTION_V4_STEPS_V3_BITS + 1, s.T);
+                    gt_assert_identical(what, got_out, wide_out, N);
+                    snprintf(what, sizeof what, "v4 step %d lse vs step %d (T=%d)", step,
+                             ATTENTION_V4_STEPS_V3_BITS + 1, s.T);
+                    gt_assert_identical(what, got_lse, wide_lse, rows);
+                }
+            }
+            if (step == ATTENTION_V4_FORWARD) {
                 gt_assert_identical("the step's out vs attention_forward_v4", got_out, v4_out, N);
-            free(got_out), free(got_lse);
+                gt_assert_identical("the step's lse vs attention_forward_v4", got_lse, v4_lse, rows);
+            }
+            if (step > ATTENTION_V4_STEPS_V3_BITS && !wide_out)
+                wide_out = got_out, wide_lse = got_lse;  // kept for the steps after it
+            else
+                free(got_out), free(got_lse);
         }
-        free(v3_out), free(v3_lse), free(v4_out), free(v4_lse);
+        free(v3_out), free(v3_lse), free(v4_out), free(v4_lse), free(wide_out), free(wide_lse);
     }
 }
 

@@ -57,8 +57,8 @@ static void backward_v3(const GpuContext *ctx, floatX *dqkv, float *scratch, con
 // Chapter 12's steps from v3 to v4 (attention_flash.h): each row one step of
 // the forward pass (attention_forward_v4_step) and one variant of the
 // backward pass (attention_backward_v4_variant), the two lists side by side:
-// by head, by groups of heads, then the TMA forward pass beside v4's
-// backward pass, then the two forward steps past v4 beside the two fused
+// by head, by groups of heads, then the TMA forward pass beside the second
+// of them, then the two overlapping forward steps beside the two fused
 // backward passes.
 #define V4_ROW(n, step, variant)                                                              \
     static void forward_v4_##n(const GpuContext *ctx, floatX *out, floatX *att, float *lse,   \
@@ -86,10 +86,14 @@ V4_ROW(6, ATTENTION_V4_FORWARD, 5)
 V4_ROW(7, ATTENTION_V4_FORWARD, 6)
 V4_ROW(8, ATTENTION_V4_FORWARD, 7)
 V4_ROW(9, ATTENTION_V4_FORWARD, 8)
+// The forward steps of 128 keys, beside v4's backward pass: their forward
+// rows are the ones to read.
+V4_ROW(10, 6, ATTENTION_V4_BACKWARD)
+V4_ROW(11, 7, ATTENTION_V4_BACKWARD)
 
-// The rows below name the five steps and the eight variants.
-_Static_assert(ATTENTION_V4_STEPS == 5 && ATTENTION_V4_BACKWARD_VARIANTS == 8 &&
-                   ATTENTION_V4_FORWARD == 3 && ATTENTION_V4_BACKWARD == 8,
+// The rows below name the seven steps and the eight variants.
+_Static_assert(ATTENTION_V4_STEPS == 7 && ATTENTION_V4_BACKWARD_VARIANTS == 8 &&
+                   ATTENTION_V4_FORWARD == 7 && ATTENTION_V4_BACKWARD == 8,
                "a row per step of attention_forward_v4_step");
 
 static const struct {
@@ -106,13 +110,15 @@ static const struct {
     {"v3 flash wgmma", 5, 1, forward_v3, backward_v3, 1},
     {"v4 s1 v3 by head", 12, 1, forward_v4_1, backward_v4_1, 1},
     {"v4 s2 v3 head groups", 12, 1, forward_v4_2, backward_v4_2, 1},
-    {"v4 s3 TMA + producer warp (v4)", 12, 1, forward_v4_3, backward_v4_3, 1},
+    {"v4 s3 TMA + producer warp", 12, 1, forward_v4_3, backward_v4_3, 1},
     {"v4 s4 overlap | fused dQ ordered", 12, 1, forward_v4_4, backward_v4_4, 1},
     {"v4 s5 ping-pong | fused dQ atomics", 12, 1, forward_v4_5, backward_v4_5, 1},
     {"v4 b5 D in the dQ kernel", 12, 1, forward_v4_6, backward_v4_6, 1},
     {"v4 b6 b5 + exp beside dP", 12, 1, forward_v4_7, backward_v4_7, 1},
     {"v4 b7 b5 + TMA ring", 12, 1, forward_v4_8, backward_v4_8, 1},
     {"v4 b8 b6 + TMA ring (v4)", 12, 1, forward_v4_9, backward_v4_9, 1},
+    {"v4 s6 128-key tiles", 12, 1, forward_v4_10, backward_v4_10, 1},
+    {"v4 s7 s6 persistent (v4)", 12, 1, forward_v4_11, backward_v4_11, 1},
 #else
     {"v1 eager fp32", 0, 0, NULL, NULL, 0},
     {"v1 eager tf32", 1, 1, NULL, NULL, 0},
