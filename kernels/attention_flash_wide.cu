@@ -200,14 +200,14 @@ __global__ void __launch_bounds__(THREADS, BLOCKS_PER_SM)
     const Piece p = piece_of(blockIdx.x, B, T, NH, group_heads);
     const int warp = threadIdx.x / WARP_SIZE, row0 = p.q0 + warp * 16;
     init_barriers(sm);
-    int tiles = 0;
+    int ring = 0;  // the block's one piece starts the ring
     if (warp == GROUP / WARP_SIZE) {  // the producer warp
-        if (threadIdx.x % WARP_SIZE == 0) load_piece(sm, &qkv_map, p, NH, tiles);
+        if (threadIdx.x % WARP_SIZE == 0) load_piece(sm, &qkv_map, p, NH, ring);
         return;
     }
     float o[1][HS / 8][4] = {}, m[1][2] = {{-INFINITY, -INFINITY}}, l[1][2] = {};
     mbarrier_wait(sm.q_full, 0);
-    consume_piece(sm, p, warp, tiles, o, m, l);
+    consume_piece(sm, p, warp, ring, o, m, l);
     // The warp's own 16 rows of Q, read by its warpgroup's products only,
     // all finished: they stage the output.
     finish_rows(o, m, l, lse + (size_t)p.bh * T, row0, T);

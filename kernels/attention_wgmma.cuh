@@ -47,11 +47,6 @@ __device__ __forceinline__ void wg_mma_with_rows(float (&acc)[NT][4], const bf16
 // K. P is rounded to bf16 A fragments first, all the steps' (the fence then
 // tells the tensor cores that the registers are ready), then the NT/2 steps
 // of 16 rows of the tile are issued.
-// acc (64x64) += P @ tile, P (64 x 8NT) in fp32 accumulators, the tile 8NT
-// rows of HS = 64 (MN-major): O += P V, dV += P^T dO, dK += dS^T Q, dQ += dS
-// K. P is rounded to bf16 A fragments first, all the steps' (the fence then
-// tells the tensor cores that the registers are ready), then the NT/2 steps
-// of 16 rows of the tile are issued.
 template <int NT>
 __device__ __forceinline__ void wg_mma_with_probs(float (&acc)[8][4], const float (&p)[NT][4],
                                                   const bf16 *tile) {
@@ -117,9 +112,8 @@ struct TilePlace {
 };
 
 // ANCHOR: block_order
-// Where this block is, for a grid made by grid_for() below.
 // Item `item` of ATTENTION_HEAD_GROUPS' order (a block's index in its grid,
-// or a persistent block's n-th piece of work).
+// or the piece a persistent block takes).
 __device__ __forceinline__ TilePlace head_group_place(int item, int tiles, int heads,
                                                       int heads_per_group) {
     const int per_group = heads_per_group * tiles, group = item / per_group;
@@ -128,6 +122,7 @@ __device__ __forceinline__ TilePlace head_group_place(int item, int tiles, int h
     return {group * heads_per_group + rank % here, rank / here};
 }
 
+// Where this block is, for a grid made by grid_for() below.
 template <AttentionBlockOrder ORDER>
 __device__ __forceinline__ TilePlace tile_place(int tiles, int heads, int heads_per_group) {
     if (ORDER == ATTENTION_HEAD_FASTEST) return {(int)blockIdx.x, (int)blockIdx.y};

@@ -23,8 +23,9 @@
 #    the same bytes as plain data parallel's; its checkpoints move between
 #    GPU counts too; each rank's master weights and moments take half the
 #    memory;
-#  - a rank on a GPU its host does not have (one more rank than it has GPUs), a rank whose command line
-#    differs, a rank that is killed: the others stop, saying why, not hang.
+#  - a rank on a GPU its host does not have (one more rank than it has
+#    GPUs), a rank whose command line differs, a rank that is killed: the
+#    others stop, saying why, not hang.
 source "$(dirname "$0")/lib.sh"
 
 gpus() { nvidia-smi -L 2>/dev/null | grep -c '^GPU'; }
