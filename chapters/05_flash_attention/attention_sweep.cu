@@ -10,7 +10,8 @@
 // runs both, and `make demo-12` the flash versions at B=16 and 64
 // (chapters/12_fast_attention/attention_sweep.sh).
 //
-//   build/demos/attention_sweep [CSV] [--batch B[,B...]] [--min-seq T] [--max-seq T] [--flash-only]
+//   build/demos/attention_sweep [CSV] [--batch B[,B...]] [--min-seq T] [--max-seq T]
+//                               [--flash-only] [--hold-ms MS]
 //
 // CSV rows are labelled IMPL-PASS-T (flash-v3-forward-1024) at B=16, the
 // batch chapter 05's tables name, and IMPL-PASS-T-BN at another batch N
@@ -20,7 +21,12 @@
 // replayed, and the replay's time between two CUDA events is divided by K;
 // the median of REPEATS replays after WARMUP. A graph launches its kernels
 // back to back, so a pass of a few microseconds (T = 256) is timed without
-// the host's launch overhead, for us and for PyTorch alike.
+// the host's launch overhead, for us and for PyTorch alike. With --hold-ms,
+// the graph is first replayed for that long, untimed: a GPU lowers its clock
+// after some time at full load, and a short measurement takes the clock that
+// the work before it left, so two versions timed after different work are
+// timed at different clocks. Held first, every row is timed at the clock the
+// GPU keeps under load (chapter 12).
 // TFLOP/s counts causal attention's FLOPs as FlashAttention's papers do:
 // forward 4 * B*NH*T*T*hs / 2, backward 2.5 times that.
 #include <math.h>
@@ -100,8 +106,10 @@ static int compare_floats(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-// The median ms of one pass: K_PER_GRAPH passes captured in one graph.
-static double time_pass(GpuContext *ctx, Run *r, void (*pass)(const GpuContext *, Run *)) {
+// The median ms of one pass: K_PER_GRAPH passes captured in one graph,
+// replayed for hold_ms before the timed replays.
+static double time_pass(GpuContext *ctx, Run *r, void (*pass)(const GpuContext *, Run *),
+                        double hold_ms) {
     pass(ctx, r);  // once outside the graph: lazy loading, shared-memory limits
     gpu_stream_sync(ctx, "the pass before capture");
     cudaGraph_t graph;
@@ -113,6 +121,10 @@ static double time_pass(GpuContext *ctx, Run *r, void (*pass)(const GpuContext *
     cudaEvent_t start, end;
     CUDA_CHECK(cudaEventCreate(&start));
     CUDA_CHECK(cudaEventCreate(&end));
+    for (const double start_ms = now_ms(); now_ms() - start_ms < hold_ms;) {
+        CUDA_CHECK(cudaGraphLaunch(exec, ctx->stream));
+        gpu_stream_sync(ctx, "a graph of attention passes, held before timing");
+    }
     float ms[REPEATS];
     for (int i = 0; i < WARMUP + REPEATS; i++) {
         CUDA_CHECK(cudaEventRecord(start, ctx->stream));
@@ -130,7 +142,8 @@ static double time_pass(GpuContext *ctx, Run *r, void (*pass)(const GpuContext *
 }
 
 // Every version at one shape (B, T): a row per pass.
-static void sweep_shape(GpuContext *ctx, FILE *csv, int B, int T, int flash_only) {
+static void sweep_shape(GpuContext *ctx, FILE *csv, int B, int T, int flash_only,
+                        double hold_ms) {
     const int C = NH * HS;
     const double mib = 1024.0 * 1024.0;
     const size_t N = (size_t)B * T * C, A = (size_t)B * NH * T * T;
@@ -165,7 +178,7 @@ static void sweep_shape(GpuContext *ctx, FILE *csv, int B, int T, int flash_only
         const char *name_of_impl = IMPL_NAMES[impl], *kernels = IMPL_KERNELS[impl];
         for (int pass = 0; pass < 2; pass++) {
             if (pass == 1) forward(ctx, &r);  // the backward pass reads what it kept
-            double ms = time_pass(ctx, &r, pass ? backward : forward);
+            double ms = time_pass(ctx, &r, pass ? backward : forward, hold_ms);
             double flops = pass ? 2.5 * fwd_flops : fwd_flops;
             double tflops = flops / (ms * 1e9);
             const char *name = pass ? "backward" : "forward";
@@ -198,6 +211,7 @@ static int parse_batches(const char *list, int *batches) {
 int main(int argc, char **argv) {
     const char *csv_path = NULL;
     int batches[MAX_BATCHES] = {16}, num_batches = 1, min_T = 256, max_T = 4096, flash_only = 0;
+    double hold_ms = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--batch") && i + 1 < argc) {
             num_batches = parse_batches(argv[++i], batches);
@@ -207,8 +221,14 @@ int main(int argc, char **argv) {
         } else if (!strcmp(argv[i], "--min-seq") && i + 1 < argc) min_T = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--max-seq") && i + 1 < argc) max_T = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--flash-only")) flash_only = 1;
-        else if (argv[i][0] != '-' && !csv_path) csv_path = argv[i];
-        else die("usage: %s [CSV] [--batch B[,B...]] [--min-seq T] [--max-seq T] [--flash-only]",
+        else if (!strcmp(argv[i], "--hold-ms") && i + 1 < argc) {
+            char *end;
+            hold_ms = strtod(argv[++i], &end);
+            if (end == argv[i] || *end || hold_ms < 0 || hold_ms > 60000)
+                die("attention_sweep: --hold-ms %s: milliseconds from 0 to 60000", argv[i]);
+        } else if (argv[i][0] != '-' && !csv_path) csv_path = argv[i];
+        else die("usage: %s [CSV] [--batch B[,B...]] [--min-seq T] [--max-seq T] [--flash-only] "
+                 "[--hold-ms MS]",
                  argv[0]);
     }
     if (min_T < 1 || max_T < 1) die("attention_sweep: --min-seq and --max-seq must be positive");
@@ -224,7 +244,8 @@ int main(int argc, char **argv) {
     printf("%-8s %-8s %4s %5s %10s %9s %10s %12s\n", "impl", "pass", "B", "T", "ms", "TFLOP/s",
            "kept MiB", "scratch MiB");
     for (int k = 0; k < num_batches; k++)
-        for (int T = min_T; T <= max_T; T *= 2) sweep_shape(&ctx, csv, batches[k], T, flash_only);
+        for (int T = min_T; T <= max_T; T *= 2)
+            sweep_shape(&ctx, csv, batches[k], T, flash_only, hold_ms);
     if (csv) fclose(csv);
     gpu_context_free(&ctx);
     return 0;

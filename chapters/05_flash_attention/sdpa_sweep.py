@@ -7,7 +7,7 @@ of build/demos/attention_sweep (attention_sweep.cu says how): B=16, 12 heads of
 backward pass is the gradient with respect to q, k and v.
 
     python3 chapters/05_flash_attention/sdpa_sweep.py [CSV] [--batch B[,B...]]
-        [--min-seq T] [--max-seq T] [--backend NAME[,NAME...]]
+        [--min-seq T] [--max-seq T] [--backend NAME[,NAME...]] [--hold-ms MS]
 
 --backend runs PyTorch's choice (default) or forces one of its backends:
 flash (FlashAttention-2, SDPBackend.FLASH_ATTENTION), cudnn (cuDNN's fused
@@ -24,6 +24,7 @@ its attention backends it chose.
 
 import argparse
 import sys
+import time
 
 import torch
 import torch.nn.functional as F
@@ -34,10 +35,11 @@ UNSUFFIXED_B = 16  # the batch whose rows' labels name no batch (attention_sweep
 BACKENDS = ("default", "flash", "cudnn", "efficient")
 
 
-def time_graph(fn, stream):
+def time_graph(fn, stream, hold_ms=0.0):
     """Median ms of fn over REPEATS replays of a graph of K_PER_GRAPH calls,
     captured on `stream`: the stream the forward pass ran on, which autograd
-    runs the backward pass on too."""
+    runs the backward pass on too. The graph is first replayed for hold_ms,
+    untimed, as attention_sweep.cu's --hold-ms does."""
     with torch.cuda.stream(stream):  # warm-up on the capturing stream, outside the capture
         for _ in range(3):
             fn()
@@ -48,6 +50,10 @@ def time_graph(fn, stream):
             fn()
     times = []
     with torch.cuda.stream(stream):
+        start_s = time.monotonic()
+        while (time.monotonic() - start_s) * 1e3 < hold_ms:
+            graph.replay()
+            stream.synchronize()
         for i in range(WARMUP + REPEATS):
             start = torch.cuda.Event(enable_timing=True)
             end = torch.cuda.Event(enable_timing=True)
@@ -90,7 +96,7 @@ def comma_list(kind, choices=None):
     return parse
 
 
-def sweep_shape(B, T, backend, stream, out_file):
+def sweep_shape(B, T, backend, stream, out_file, hold_ms):
     """One backend at one shape: a row per pass."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
     backends = {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION,
@@ -127,7 +133,7 @@ def sweep_shape(B, T, backend, stream, out_file):
     kept = B * NH * T * 4 / 2**20  # its logsumexp, fp32, per row
     for name, fn, flops in (("forward", forward, fwd_flops),
                             ("backward", backward, 2.5 * fwd_flops)):
-        ms = time_graph(fn, stream)
+        ms = time_graph(fn, stream, hold_ms)
         with torch.cuda.stream(stream):
             kernels = kernel_names(fn)
         tflops = flops / (ms * 1e9)
@@ -147,7 +153,11 @@ def main():
     ap.add_argument("--backend", type=comma_list(str, BACKENDS), default=["default"],
                     help="PyTorch's choice (default), or forced: flash, cudnn, efficient; "
                          "comma-separated, each in turn")
+    ap.add_argument("--hold-ms", type=float, default=0.0,
+                    help="replay each graph this long, untimed, before timing it")
     a = ap.parse_args()
+    if not 0 <= a.hold_ms <= 60000:
+        sys.exit(f"sdpa_sweep: --hold-ms {a.hold_ms}: milliseconds from 0 to 60000")
     if not torch.cuda.is_available():
         sys.exit("sdpa_sweep: no CUDA device")
     out_file = open(a.csv, "a") if a.csv else None
@@ -158,7 +168,7 @@ def main():
         for B in a.batch:
             T = a.min_seq
             while T <= a.max_seq:
-                sweep_shape(B, T, backend, stream, out_file)
+                sweep_shape(B, T, backend, stream, out_file, a.hold_ms)
                 torch.cuda.empty_cache()
                 T *= 2
     if out_file:

@@ -14,14 +14,18 @@
 # another batch N; then the kernel lab's attention family (every version,
 # v4's forward in its three steps) at the lab's B=16, T=1024, into lab.csv.
 #
-# Settings (environment variables): BATCHES (16,64), SWEEP
+# Every graph is held at load for HOLD_MS before it is timed (attention_sweep.cu
+# says why), and the GPU's clock, power and temperature are logged every
+# 250 ms while the sweeps run (logs/clocks.csv, where nvidia-smi is).
+#
+# Settings (environment variables): BATCHES (16,64), HOLD_MS (1000), SWEEP
 # (build/demos/attention_sweep), LAB (build/kernel_lab_bf16), PYTHON (python3;
 # PYTHON=none leaves PyTorch's rows out), DEMO_DIR (results/<gpu>/fast_attention).
 # v3 and v4 run on a Hopper only: elsewhere their rows are left out.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 . tools/demo_env.sh
-BATCHES=${BATCHES:-16,64} SWEEP=${SWEEP:-build/demos/attention_sweep}
+BATCHES=${BATCHES:-16,64} HOLD_MS=${HOLD_MS:-1000} SWEEP=${SWEEP:-build/demos/attention_sweep}
 LAB=${LAB:-build/kernel_lab_bf16} PYTHON=${PYTHON:-python3}
 gpu=$(gpu_slug)
 out=${DEMO_DIR:-results/${gpu:-gpu}/fast_attention}
@@ -30,12 +34,19 @@ csv=$out/attention_sweep.csv
 [ "$PYTHON" = none ] && torch= || torch=$PYTHON
 PYTHON=$torch write_environment "$out/environment.txt" \
   "B=$BATCHES, 12 heads of 64, T=256..4096; lab.csv at the lab's own B=16, T=1024"
-echo "== our flash attention, B=$BATCHES: $csv"
-"$SWEEP" "$csv" --batch "$BATCHES" --flash-only 2>&1 | tee "$out/logs/sweep.txt"
+if command -v nvidia-smi > /dev/null; then
+  nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu --format=csv \
+    -lms 250 > "$out/logs/clocks.csv" &
+  smi=$!
+  trap 'kill $smi 2> /dev/null || true' EXIT
+fi
+echo "== our flash attention, B=$BATCHES, each graph held ${HOLD_MS} ms: $csv"
+"$SWEEP" "$csv" --batch "$BATCHES" --flash-only --hold-ms "$HOLD_MS" 2>&1 |
+  tee "$out/logs/sweep.txt"
 if [ -n "$torch" ]; then
   echo "== PyTorch's FlashAttention-2 and cuDNN's attention, B=$BATCHES"
   "$torch" chapters/05_flash_attention/sdpa_sweep.py "$csv" --batch "$BATCHES" \
-    --backend flash,cudnn 2>&1 | tee "$out/logs/sdpa_sweep.txt"
+    --backend flash,cudnn --hold-ms "$HOLD_MS" 2>&1 | tee "$out/logs/sdpa_sweep.txt"
 fi
 echo "== the kernel lab's attention: $out/lab.csv"
 # Each row named family-version-shape (attention_forward-v4-s2-v3-head-groups-B64-T1024-NH12),
