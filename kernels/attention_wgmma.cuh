@@ -29,7 +29,8 @@ __device__ __forceinline__ bf16 *aligned_smem(unsigned char *raw) {
 // and dP = dO V^T. Four steps of 16 columns, issued, not waited for: the
 // caller commits the group and waits.
 template <int NT>
-__device__ __forceinline__ void wg_mma_with_rows(float (&acc)[NT][4], const bf16 *a, const bf16 *b) {
+__device__ __forceinline__ void wg_mma_with_rows(float (&acc)[NT][4], const bf16 *a,
+                                                 const bf16 *b) {
     static_assert(NT == 8 || NT == 16, "products of 64 or 128 columns");
     const uint64_t da = smem_descriptor(a), db = smem_descriptor(b);
     wgmma_fence();

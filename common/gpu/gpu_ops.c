@@ -131,9 +131,10 @@ static void attention_backward_flash(const GpuContext *ctx, floatX *dqkv, float 
 // by the TMA from a producer warp, in persistent blocks (v3's values,
 // rounded elsewhere); the backward pass v3's products, fed by TMA rings; the
 // blocks of both passes ordered by head so that a head's tiles share L2.
-// Everywhere else chapter 05's slot runs, exactly as it did (v2 on an A100 or an RTX card, at other head sizes,
-// under GPT2_PORTABLE_KERNELS=1), so that chapter 12 trains wherever chapter
-// 11 does, with chapter 11's attention.
+// Everywhere else chapter 05's slot runs, exactly as it did (v2 on an A100
+// or an RTX card, at other head sizes, under GPT2_PORTABLE_KERNELS=1), so
+// that chapter 12 trains wherever chapter 11 does, with chapter 11's
+// attention.
 static void attention_forward_fast(const GpuContext *ctx, floatX *out, floatX *att, float *lse,
                                    float *scratch, const floatX *qkv, int B, int T, int C,
                                    int NH) {

@@ -372,7 +372,8 @@ Test(kernels_attention_flash, v4_steps_match_v3) {
             }
             if (step == ATTENTION_V4_FORWARD) {
                 gt_assert_identical("the step's out vs attention_forward_v4", got_out, v4_out, N);
-                gt_assert_identical("the step's lse vs attention_forward_v4", got_lse, v4_lse, rows);
+                gt_assert_identical("the step's lse vs attention_forward_v4", got_lse, v4_lse,
+                                    rows);
             }
             if (step > ATTENTION_V4_STEPS_V3_BITS && !wide_out)
                 wide_out = got_out, wide_lse = got_lse;  // kept for the steps after it
