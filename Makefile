@@ -709,6 +709,15 @@ demo-12: $(BUILD)/demos/attention_sweep $(BUILD)/kernel_lab_bf16
 	@if $(EXERCISE_HAVE_GPU); then bash chapters/12_fast_attention/attention_sweep.sh; \
 	else echo "demo-12: no GPU here: built $^, nothing was run"; fi
 
+# make demo-12-power: the SM clock and the power at which chapters 11 and 12
+# train at B=64 and at which our attention and cuDNN's run, held, at B=64,
+# T=1024 (chapters/12_fast_attention/power_limit.sh):
+# results/<gpu>/fast_attention/power/.
+.PHONY: demo-12-power
+demo-12-power: $(BUILD)/train_gpt2_bf16 $(BUILD)/demos/attention_sweep $(SHAKESPEARE)
+	@if $(EXERCISE_HAVE_GPU); then bash chapters/12_fast_attention/power_limit.sh; \
+	else echo "demo-12-power: no GPU here: nothing was run"; fi
+
 # make demo-gemm: appendix E's GEMM, each step from chapter 01's WMMA kernel
 # toward cuBLAS, and cuBLASLt, checked and timed by the kernel lab's
 # gemm_steps family alone (tools/gemm_steps_lab.sh):

@@ -7,6 +7,12 @@
 #                           family-version, and with `shape` the shape's name too
 #                           (its words but the last, the dimensions), for a family
 #                           timed at several shapes; so that the book can name a row
+#   log_clocks F MS         nvidia-smi's SM clock, power and temperature every MS ms
+#                           into F, in the background until stop_clocks; the power
+#                           as drawn at the sample (power.draw.instant) where the
+#                           driver knows it, not its one-second average
+#   stamp_lines             each line of its input with the time it came, as
+#                           nvidia-smi stamps its samples (tools/clocks_by_row.py)
 gpu_slug() {
   nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | grep -oiE 'H100|H200|A100|L40S|L4' \
     | head -1 | tr 'A-Z' 'a-z'
@@ -40,4 +46,23 @@ lab_family_csv() {  # family dir [shape]
     cat "$2/logs/lab.txt"; echo "the kernel lab failed (above)"; exit 1; }
   cat "$2/logs/lab.txt"
   label_lab_rows "$2/lab_raw.csv" "${3:-}" > "$2/lab.csv" && rm -f "$2/lab_raw.csv"
+}
+
+log_clocks() {  # file ms
+  local power=power.draw.instant
+  nvidia-smi --query-gpu=$power --format=csv,noheader > /dev/null 2>&1 || power=power.draw
+  nvidia-smi --query-gpu=timestamp,clocks.sm,$power,temperature.gpu --format=csv -lms "$2" \
+    > "$1" &
+  clock_logger=$!
+}
+
+stop_clocks() {
+  [ -z "${clock_logger:-}" ] || kill "$clock_logger" 2> /dev/null || true
+  clock_logger=
+}
+
+# The local time, as nvidia-smi's timestamps are.
+stamp_lines() {
+  local line
+  while IFS= read -r line; do printf '%s %s\n' "$(date +'%Y/%m/%d %H:%M:%S.%3N')" "$line"; done
 }

@@ -133,11 +133,14 @@ def sweep_shape(B, T, backend, stream, out_file, hold_ms):
     kept = B * NH * T * 4 / 2**20  # its logsumexp, fp32, per row
     for name, fn, flops in (("forward", forward, fwd_flops),
                             ("backward", backward, 2.5 * fwd_flops)):
-        ms = time_graph(fn, stream, hold_ms)
+        # The kernels' names first: the row's line then comes as soon as it
+        # is timed, and its time stamps the end of the hold (clocks_by_row.py).
         with torch.cuda.stream(stream):
             kernels = kernel_names(fn)
+        ms = time_graph(fn, stream, hold_ms)
         tflops = flops / (ms * 1e9)
-        print(f"{label:18s} {name:8s} {B:4d} {T:5d} {ms:10.4f} {tflops:9.1f}   {kernels}")
+        print(f"{label:18s} {name:8s} {B:4d} {T:5d} {ms:10.4f} {tflops:9.1f}   {kernels}",
+              flush=True)
         if out_file:
             out_file.write(f"{label}-{name}-{T}{suffix},{label},{name},{B},{T},{NH},{HS},{ms:.5f},"
                            f"{tflops:.1f},{kept:.1f},,{kernels}\n")

@@ -35,10 +35,8 @@ csv=$out/attention_sweep.csv
 PYTHON=$torch write_environment "$out/environment.txt" \
   "B=$BATCHES, 12 heads of 64, T=256..4096; lab.csv at the lab's own B=16, T=1024"
 if command -v nvidia-smi > /dev/null; then
-  nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu --format=csv \
-    -lms 250 > "$out/logs/clocks.csv" &
-  smi=$!
-  trap 'kill $smi 2> /dev/null || true' EXIT
+  log_clocks "$out/logs/clocks.csv" 250
+  trap stop_clocks EXIT
 fi
 echo "== our flash attention, B=$BATCHES, each graph held ${HOLD_MS} ms: $csv"
 "$SWEEP" "$csv" --batch "$BATCHES" --flash-only --hold-ms "$HOLD_MS" 2>&1 |
