@@ -55,5 +55,5 @@ logs=("$out/logs/ch11-B$B.txt" "$out/logs/ch12-B$B.txt" "$out/logs/sweep.txt")
 [ -z "$torch" ] || logs+=("$out/logs/sdpa_sweep.txt")
 python3 tools/clocks_by_row.py "$out/logs/clocks.csv" "${logs[@]}" --hold-ms "$HOLD_MS" \
   --warmup "$WARMUP" > "$out/clocks_by_row.csv"
-column -s, -t < "$out/clocks_by_row.csv"
+cat "$out/clocks_by_row.csv"
 echo "wrote $out/clocks_by_row.csv"
