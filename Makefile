@@ -711,7 +711,8 @@ demo-12: $(BUILD)/demos/attention_sweep $(BUILD)/kernel_lab_bf16
 
 # make demo-12-power: the SM clock and the power at which chapters 11 and 12
 # train at B=64 and at which our attention and cuDNN's run, held, at B=64,
-# T=1024 (chapters/12_fast_attention/power_limit.sh):
+# T=1024, and (with Nsight Compute) the clock of chapter 12's attention
+# kernels inside its step (chapters/12_fast_attention/power_limit.sh):
 # results/<gpu>/fast_attention/power/.
 .PHONY: demo-12-power
 demo-12-power: $(BUILD)/train_gpt2_bf16 $(BUILD)/demos/attention_sweep $(SHAKESPEARE)

@@ -4,7 +4,7 @@ of a timed run, from nvidia-smi's log and the run's own output, its lines
 stamped as they were printed (tools/demo_env.sh: log_clocks, stamp_lines).
 
     python3 tools/clocks_by_row.py CLOCKS_CSV LOG [LOG...] [--hold-ms MS]
-        [--warmup N] > OUT_CSV
+        [--warmup N] [--ncu NCU_CSV --profile PROFILE_CSV] > OUT_CSV
 
 Why: an H100 at its power limit lowers its clock to stay there, by as much
 as the work draws, so two kernels timed apart may have run at different
@@ -25,6 +25,15 @@ with the time it was printed, as nvidia-smi writes its timestamps
       the line. A log's steps past the first --warmup make one row,
       labelled by the log's file name (logs/ch12-B64.txt: ch12-B64), with
       the median step's ms.
+
+Inside a training step nvidia-smi's samples are too far apart to tell one
+kernel from the next, so a kernel's clock there comes from two runs of the
+step: with --ncu, Nsight Compute's CSV (--csv, the metric
+sm__cycles_elapsed.max) of the kernels of one step, and with --profile, the
+trainer's --profile-csv. A kernel takes the same clocks at any clock rate
+as long as it is bound by its own work, so its cycles over its time per
+call in the profile are the clock it ran at in the step. One row per kernel
+that both name, labelled as the profile labels it; its power is empty.
 
 Each row of the output: label, ms, the mean SM clock in MHz and the mean
 power in W over the samples in its windows, how many samples, and kclocks =
@@ -122,6 +131,42 @@ def rows_of_log(path, samples, hold_ms, warmup):
     return out
 
 
+def kernel_name(signature):
+    """A kernel as the profile names it: ncu's "void <unnamed>::f<1>(int, ...)" -> f."""
+    name = signature.replace("void ", "").replace("<unnamed>::", "")
+    return name.split("(")[0].split("<")[0].rsplit("::", 1)[-1].strip()
+
+
+def ncu_cycles(path):
+    """{kernel: [sm__cycles_elapsed.max of each of its launches]} from ncu --csv."""
+    with open(path, newline="") as f:
+        lines = [l for l in f if l.startswith('"')]  # ncu's own notes are not CSV
+    cycles = {}
+    for r in csv.DictReader(lines):
+        if r.get("Metric Name") == "sm__cycles_elapsed.max":
+            value = float(r["Metric Value"].replace(",", ""))
+            cycles.setdefault(kernel_name(r["Kernel Name"]), []).append(value)
+    if not cycles:
+        sys.exit(f"clocks_by_row: {path}: no sm__cycles_elapsed.max in its CSV")
+    return cycles
+
+
+def rows_in_step(ncu_path, profile_path):
+    """Each kernel of the ncu run that the profile times: its clock in the step."""
+    with open(profile_path, newline="") as f:
+        profile = {r["kernel"]: r for r in csv.DictReader(f)}
+    out = []
+    for kernel, cycles in ncu_cycles(ncu_path).items():
+        if kernel not in profile:
+            continue
+        r = profile[kernel]
+        ms = float(r["ms_per_step"]) / float(r["calls_per_step"])
+        clocks = statistics.median(cycles)
+        out.append([kernel, f"{ms:.4f}", f"{clocks / (ms * 1e3):.0f}", "", str(len(cycles)),
+                    f"{clocks / 1e3:.0f}"])
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("clocks")
@@ -129,14 +174,20 @@ def main():
     ap.add_argument("--hold-ms", type=float, default=1000.0,
                     help="how long each sweep row's graph was held before it was timed")
     ap.add_argument("--warmup", type=int, default=5, help="a trainer's steps left out")
+    ap.add_argument("--ncu", help="ncu --csv's sm__cycles_elapsed.max of a step's kernels")
+    ap.add_argument("--profile", help="the trainer's --profile-csv of the same step")
     a = ap.parse_args()
     if a.hold_ms <= 0:
         sys.exit(f"clocks_by_row: --hold-ms {a.hold_ms}: a sweep row's window needs a hold")
+    if (a.ncu is None) != (a.profile is None):
+        sys.exit("clocks_by_row: --ncu and --profile go together")
     samples = read_clocks(a.clocks)
     w = csv.writer(sys.stdout, lineterminator="\n")
     w.writerow(["label", "ms", "sm_mhz", "power_w", "samples", "kclocks"])
     for path in a.logs:
         w.writerows(rows_of_log(path, samples, a.hold_ms, a.warmup))
+    if a.ncu:
+        w.writerows(rows_in_step(a.ncu, a.profile))
 
 
 if __name__ == "__main__":

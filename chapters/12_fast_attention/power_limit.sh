@@ -10,10 +10,16 @@
 #   sweep rows           our flash attention (v2, v3, v4) and cuDNN's, forward
 #                        and backward at B=N, T=1024, each graph held HOLD_MS
 #                        (3000) before it is timed
+#   the step's kernels   (where Nsight Compute is) chapter 12's attention
+#                        kernels inside its step at B=N: their time per call
+#                        from the trainer's profile, their clocks from ncu on
+#                        one step (at ncu's fixed clock, the caches as the step
+#                        leaves them), so their clock rate in the step
 #
 # Every line of theirs is stamped as it is printed (logs/), and
 # tools/clocks_by_row.py gives each row the mean clock and power of its
-# window: clocks_by_row.csv in results/<gpu>/fast_attention/power/.
+# window, and each kernel of the step its clocks over its time:
+# clocks_by_row.csv in results/<gpu>/fast_attention/power/.
 #
 # Settings (environment variables): B (64), T (1024), HOLD_MS (3000), STEPS
 # (45), WARMUP (5: steps left out of a trainer's row), TRAINER
@@ -51,9 +57,29 @@ if [ -n "$torch" ]; then
 fi
 sleep 1  # the last window's samples
 stop_clocks
+step=()
+if command -v ncu > /dev/null; then
+  echo "== chapter 12's attention kernels in its step at B=$B: the profile's time, ncu's clocks"
+  "$TRAINER" --chapter 12 -b "$B" -t "$T" --steps $((WARMUP + 5)) --val-every 0 --sample-tokens 0 \
+    --log-every 1 --bench-warmup "$WARMUP" --profile 5 --profile-csv "$out/profile_ch12-B$B.csv" \
+    > "$out/logs/ch12-B$B-profile.txt" 2>&1 || {
+    tail -3 "$out/logs/ch12-B$B-profile.txt"; echo "the profile failed (above)"; exit 1; }
+  per_step=$(awk -F, '/^"flash_attention/ {n += $2} END {print n + 0}' "$out/profile_ch12-B$B.csv")
+  # The step after the warm-up, as the profile's; CUDA graphs off, so that
+  # each kernel is launched, and counted, by itself.
+  ncu --csv --log-file "$out/logs/ncu_step.csv" --cache-control none \
+    --kernel-name regex:flash_attention_ --launch-skip $((per_step * WARMUP)) \
+    --launch-count "$per_step" --metrics sm__cycles_elapsed.max,gpu__time_duration.sum \
+    "$TRAINER" --chapter 12 -b "$B" -t "$T" --steps $((WARMUP + 1)) --val-every 0 \
+    --sample-tokens 0 --no-cuda-graphs > "$out/logs/ch12-B$B-ncu.txt" 2>&1 || {
+    tail -3 "$out/logs/ch12-B$B-ncu.txt"; echo "ncu failed (above)"; exit 1; }
+  step=(--ncu "$out/logs/ncu_step.csv" --profile "$out/profile_ch12-B$B.csv")
+else
+  echo "== no Nsight Compute (ncu) here: the step's kernels left out"
+fi
 logs=("$out/logs/ch11-B$B.txt" "$out/logs/ch12-B$B.txt" "$out/logs/sweep.txt")
 [ -z "$torch" ] || logs+=("$out/logs/sdpa_sweep.txt")
 python3 tools/clocks_by_row.py "$out/logs/clocks.csv" "${logs[@]}" --hold-ms "$HOLD_MS" \
-  --warmup "$WARMUP" > "$out/clocks_by_row.csv"
+  --warmup "$WARMUP" ${step[@]+"${step[@]}"} > "$out/clocks_by_row.csv"
 cat "$out/clocks_by_row.csv"
 echo "wrote $out/clocks_by_row.csv"

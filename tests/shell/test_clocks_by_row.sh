@@ -2,7 +2,8 @@
 # test_clocks_by_row.sh: tools/clocks_by_row.py, which gives each row of a
 # timed run the SM clock and power nvidia-smi logged during it (chapter 12's
 # power_limit.sh), on a made-up log: 1500 MHz at 700 W for the first five
-# seconds, 1900 MHz at 500 W after, a sample every 100 ms.
+# seconds, 1900 MHz at 500 W after, a sample every 100 ms; and each kernel of
+# a training step its clocks (ncu's) over its time (the trainer's profile).
 source "$(dirname "$0")/lib.sh"
 
 clocks() {
@@ -88,8 +89,54 @@ a_log_without_a_clock_column_is_refused() {
   says "$work/err" "clocks.csv: no SM clock column"
 }
 
+# ncu --csv of three launches of the forward pass, one of the dQ kernel and
+# one of a kernel the profile does not time, among ncu's own notes.
+ncu_csv() {
+  local head='"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size","Grid Size","Device","CC","Section Name","Metric Name","Metric Unit","Metric Value"'
+  local fwd='<unnamed>::flash_attention_forward_persistent_kernel(CUtensorMap_st, __nv_bfloat16 *, float *, int, int, int, int)'
+  local dq='void <unnamed>::flash_attention_backward_dq_tma_kernel<1>(CUtensorMap_st, CUtensorMap_st, __nv_bfloat16 *, float *)'
+  echo "==PROF== Connected to process 1742"
+  echo "$head"
+  local i=0 kernel cycles
+  for kernel_cycles in "$fwd|531,874" "$fwd|528000" "$fwd|535000" "$dq|704676" "other_kernel(int)|1000"; do
+    kernel=${kernel_cycles%|*} cycles=${kernel_cycles#*|}
+    echo "\"$i\",\"1\",\"train_gpt2_bf16\",\"127.0.0.1\",\"$kernel\",\"1\",\"13\",\"(128, 1, 1)\",\"(396, 1, 1)\",\"0\",\"9.0\",\"Command line profiler metrics\",\"gpu__time_duration.sum\",\"us\",\"370.70\""
+    echo "\"$i\",\"1\",\"train_gpt2_bf16\",\"127.0.0.1\",\"$kernel\",\"1\",\"13\",\"(128, 1, 1)\",\"(396, 1, 1)\",\"0\",\"9.0\",\"Command line profiler metrics\",\"sm__cycles_elapsed.max\",\"cycle\",\"$cycles\""
+    i=$((i + 1))
+  done
+  echo "==WARNING== Note: Running with uncontrolled GPU caches."
+}
+
+profile_csv() {
+  cat <<'CSV'
+kernel,calls_per_step,ms_per_step,share
+"classifier_fused_kernel_v2",1.00,7.5383,0.0641
+"flash_attention_backward_dq_tma_kernel",12.00,5.8920,0.0500
+"flash_attention_forward_persistent_kernel",12.00,4.3440,0.0370
+CSV
+}
+
+a_kernels_clock_in_the_step_is_its_clocks_over_its_time() {
+  clocks >"$work/clocks.csv"
+  : >"$work/empty.txt"
+  ncu_csv >"$work/ncu.csv"
+  profile_csv >"$work/profile.csv"
+  expect_status 0 python3 tools/clocks_by_row.py "$work/clocks.csv" "$work/empty.txt" \
+    --ncu "$work/ncu.csv" --profile "$work/profile.csv" || return 1
+  # 4.344 ms over 12 calls is 0.362 ms; the median of the three launches,
+  # 531,874 clocks, in it is 1469 MHz. The dQ kernel: 704,676 in 0.491 ms.
+  says "$work/out" "flash_attention_forward_persistent_kernel,0.3620,1469,,3,532" || return 1
+  says "$work/out" "flash_attention_backward_dq_tma_kernel,0.4910,1435,,1,705" || return 1
+  ! grep -q other_kernel "$work/out" || fail "a kernel the profile does not time got a row"
+  [ "$(wc -l <"$work/out")" = 3 ] || fail "rows: $(cat "$work/out")"
+  expect_status 1 python3 tools/clocks_by_row.py "$work/clocks.csv" "$work/empty.txt" \
+    --ncu "$work/ncu.csv" || return 1
+  says "$work/err" "--ncu and --profile go together"
+}
+
 check each_row_gets_the_clock_of_its_own_window
 check a_window_mixing_two_clocks_averages_them
 check lines_stamped_by_stamp_lines_are_read_back
 check a_log_without_a_clock_column_is_refused
+check a_kernels_clock_in_the_step_is_its_clocks_over_its_time
 finish
